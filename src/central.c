@@ -1,0 +1,142 @@
+/* The central cache: per size class, behind one lock, the blocks that no
+ * thread cache holds.  Thread caches trade batches with it: a flush parks its
+ * chain in a transfer slot in O(1) and a refill takes one back, so blocks move
+ * between threads without being walked; only when the slots are full (or
+ * empty) are blocks returned to (or carved from) their slabs. */
+#include "internal.h"
+
+typedef struct hk_batch {
+  void *head;
+  unsigned count;
+} hk_batch_t;
+
+typedef struct hk_central {
+  pthread_mutex_t lock;
+  hk_slab_t *partial;      /* slabs with free or never-used blocks */
+  unsigned nempty;         /* slabs on `partial` with every block home */
+  unsigned ntransfer;
+  hk_batch_t transfer[HK_TRANSFER_SLOTS];
+} __attribute__((aligned(HK_CACHELINE))) hk_central_t;
+
+static hk_central_t central[HK_NCLASS + 1] = {[0 ... HK_NCLASS] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+
+static void partial_push(hk_central_t *c, hk_slab_t *s) {
+  s->prev = NULL;
+  s->next = c->partial;
+  if (c->partial) c->partial->prev = s;
+  c->partial = s;
+}
+
+static void partial_remove(hk_central_t *c, hk_slab_t *s) {
+  if (s->prev) s->prev->next = s->next;
+  else c->partial = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+}
+
+static bool slab_is_full(const hk_slab_t *s) { return s->free == NULL && s->carved == s->capacity; }
+static bool slab_is_empty(const hk_slab_t *s) { return s->nfree == s->carved; }
+
+/* Takes up to `want` blocks from one slab onto *chain: returned blocks first,
+ * then fresh ones, linked in address order. */
+static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
+  unsigned n = 0;
+  void *head = *chain;
+  while (n < want && s->free) {
+    void *b = s->free;
+    s->free = *(void **)b;
+    *(void **)b = head;
+    head = b;
+    n++;
+  }
+  s->nfree = (uint16_t)(s->nfree - n);
+  unsigned fresh = hk_min(want - n, (unsigned)(s->capacity - s->carved));
+  if (fresh) {
+    uint8_t *first = s->start + (size_t)s->carved * s->block_size;
+    uint8_t *b = first;
+    for (unsigned i = 1; i < fresh; i++, b += s->block_size) *(void **)b = b + s->block_size;
+    *(void **)b = head;
+    head = first;
+    s->carved = (uint16_t)(s->carved + fresh);
+    n += fresh;
+  }
+  *chain = head;
+  return n;
+}
+
+unsigned hk_central_take(unsigned cls, unsigned want, void **chain) {
+  hk_central_t *c = &central[cls];
+  pthread_mutex_lock(&c->lock);
+  if (c->ntransfer) {
+    hk_batch_t b = c->transfer[--c->ntransfer];
+    pthread_mutex_unlock(&c->lock);
+    *chain = b.head;
+    return b.count;
+  }
+  void *head = NULL;
+  unsigned n = 0;
+  while (n < want) {
+    hk_slab_t *s = c->partial;
+    if (!s) {
+      s = hk_slab_new(cls);
+      if (!s) break;
+      partial_push(c, s);
+      c->nempty++;
+    }
+    if (slab_is_empty(s)) c->nempty--;
+    n += slab_take(s, want - n, &head);
+    if (slab_is_full(s)) partial_remove(c, s);
+  }
+  pthread_mutex_unlock(&c->lock);
+  *chain = head;
+  return n;
+}
+
+/* Returns one block to its slab; a slab whose blocks are all home is given
+ * back to its SuperSlab unless it is the class's only empty slab. */
+static void slab_put(hk_central_t *c, unsigned cls, void *b) {
+  hk_slab_t *s = hk_slab_of(b);
+  if (hk_unlikely(s->cls != cls || s->nfree >= s->carved)) hk_fatal("free(): double free or corrupted block", b);
+#if HAK_CHECKS
+  if ((size_t)((uint8_t *)b - s->start) % s->block_size != 0) hk_fatal("free(): pointer inside a block", b);
+#endif
+  if (slab_is_full(s)) partial_push(c, s);
+  *(void **)b = s->free;
+  s->free = b;
+  s->nfree++;
+  if (slab_is_empty(s)) {
+    if (c->nempty == 0) {
+      c->nempty = 1;
+    } else {
+      partial_remove(c, s);
+      hk_slab_release(s);
+    }
+  }
+}
+
+void hk_central_put(unsigned cls, void *chain, unsigned count) {
+  hk_central_t *c = &central[cls];
+  pthread_mutex_lock(&c->lock);
+  if (c->ntransfer < HK_TRANSFER_SLOTS) {
+    c->transfer[c->ntransfer++] = (hk_batch_t){chain, count};
+    pthread_mutex_unlock(&c->lock);
+    return;
+  }
+  while (chain) {
+    void *b = chain;
+    chain = *(void **)b;
+    slab_put(c, cls, b);
+  }
+  pthread_mutex_unlock(&c->lock);
+}
+
+void hk_central_fork_lock(void) {
+  for (unsigned c = 1; c <= HK_NCLASS; c++) pthread_mutex_lock(&central[c].lock);
+}
+
+void hk_central_fork_unlock(bool child) {
+  for (unsigned c = 1; c <= HK_NCLASS; c++) {
+    if (child) pthread_mutex_init(&central[c].lock, NULL);
+    else pthread_mutex_unlock(&central[c].lock);
+  }
+}

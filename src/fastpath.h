@@ -1,0 +1,88 @@
+/* The allocation and free fast paths, inlined into every entry point.
+ * Included by C and C++ files alike, so it uses no C11 atomics.
+ *
+ * A thread's cache is one TLS struct: per size class a singly linked list of
+ * free blocks and a "room" counter (capacity minus length).  malloc pops,
+ * free pushes; everything else (refill, overflow, first use of a thread, a
+ * thread that has exited) is reached through one well-predicted branch.
+ * A pointer's class comes from the class map: one byte per 64 KiB unit of
+ * the address space, 0 for memory hakmem does not own as small blocks. */
+#ifndef HAK_FASTPATH_H
+#define HAK_FASTPATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HK_HIDDEN __attribute__((visibility("hidden")))
+#define HK_EXPORT __attribute__((visibility("default")))
+#define hk_likely(x) __builtin_expect(!!(x), 1)
+#define hk_unlikely(x) __builtin_expect(!!(x), 0)
+
+#define HK_UNIT_SHIFT 16                       /* 64 KiB: granule of the class map */
+#define HK_UNIT_SIZE ((size_t)1 << HK_UNIT_SHIFT)
+#define HK_NCLASS 112                          /* size classes 1..112; 0 = none */
+#define HK_TABLE_MAX 8192                      /* sizes looked up in hk_class_table */
+#define HK_CLASS_MAX ((size_t)1 << 20)         /* largest size class: 1 MiB */
+#define HK_ADDR_BITS 47                        /* user address space on x86-64 / arm64 */
+#define HK_MAP_ENTRIES ((uintptr_t)1 << (HK_ADDR_BITS - HK_UNIT_SHIFT))
+#define HK_MAP_HUGE 255                        /* class map mark of a huge block */
+
+enum { HK_TC_UNINIT = 0, HK_TC_ACTIVE = 1, HK_TC_DEAD = 2 };
+
+typedef struct hk_tcache {
+  void *head[HK_NCLASS + 1];    /* free blocks per class; head[0] stays NULL */
+  int16_t room[HK_NCLASS + 1];  /* capacity - length; free overflows below 0 */
+  uint8_t state;                /* HK_TC_*: zero-initialised TLS is UNINIT */
+} hk_tcache_t;
+
+extern __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
+extern uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_HIDDEN;
+extern uint8_t *hk_class_map HK_HIDDEN;
+
+HK_HIDDEN void *hk_malloc_slow(size_t size);
+HK_HIDDEN void hk_free_overflow(unsigned cls);
+HK_HIDDEN void hk_free_slow(void *p);
+
+static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
+  if (hk_likely(size <= HK_TABLE_MAX)) {
+    unsigned cls = hk_class_table[(size + 15) >> 4];  /* 0 until the process is set up */
+    hk_tcache_t *tc = &hk_tc;
+    void *p = tc->head[cls];
+    if (hk_likely(p != NULL)) {
+      tc->head[cls] = *(void **)p;
+      tc->room[cls]++;
+      return p;
+    }
+  }
+  return hk_malloc_slow(size);
+}
+
+static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
+  uintptr_t unit = (uintptr_t)p >> HK_UNIT_SHIFT;
+  if (hk_likely(unit < HK_MAP_ENTRIES)) {
+    unsigned cls = hk_class_map[unit];
+    /* one compare rejects 0 (not a small block, NULL included) and HK_MAP_HUGE */
+    if (hk_likely(cls - 1u < HK_NCLASS)) {
+      hk_tcache_t *tc = &hk_tc;
+      void *head = tc->head[cls];
+      if (hk_likely(head != p)) {  /* p on top of its free list: a double free */
+        *(void **)p = head;
+        tc->head[cls] = p;
+        if (hk_likely(--tc->room[cls] >= 0)) return;
+        hk_free_overflow(cls);
+        return;
+      }
+    }
+  }
+  hk_free_slow(p);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

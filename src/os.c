@@ -1,0 +1,99 @@
+/* OS layer: every mmap/munmap/mremap/madvise hakmem makes goes through here
+ * and is counted. */
+#define _GNU_SOURCE
+#include <sys/mman.h>
+#include <unistd.h>
+#include "internal.h"
+
+static atomic_ullong n_mmap, n_munmap, n_mremap, n_madvise;
+static atomic_ullong mapped_bytes, peak_mapped_bytes;
+static atomic_uintptr_t next_aligned_hint;  /* where the next aligned mapping may fit */
+
+static void account_mapped(size_t size) {
+  unsigned long long now = atomic_fetch_add_explicit(&mapped_bytes, size, memory_order_relaxed) + size;
+  unsigned long long peak = atomic_load_explicit(&peak_mapped_bytes, memory_order_relaxed);
+  while (now > peak && !atomic_compare_exchange_weak_explicit(&peak_mapped_bytes, &peak, now,
+                                                              memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+static void *map_at(void *hint, size_t size, int extra_flags) {
+  atomic_fetch_add_explicit(&n_mmap, 1, memory_order_relaxed);
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static void unmap_raw(void *p, size_t size) {
+  atomic_fetch_add_explicit(&n_munmap, 1, memory_order_relaxed);
+  munmap(p, size);
+}
+
+void *hk_os_map(size_t size) {
+  void *p = map_at(NULL, size, 0);
+  if (p) account_mapped(size);
+  return p;
+}
+
+/* Mappings come top-down, so the address just below the last aligned one is
+ * usually free and aligned: try it first, then fall back to over-mapping and
+ * trimming (three calls instead of one). */
+void *hk_os_map_aligned(size_t size, size_t alignment) {
+  uintptr_t hint = atomic_load_explicit(&next_aligned_hint, memory_order_relaxed);
+  uint8_t *p = NULL;
+  if (hint != 0 && hint % alignment == 0) {
+    p = map_at((void *)hint, size, 0);
+    if (p && (uintptr_t)p % alignment != 0) {
+      unmap_raw(p, size);
+      p = NULL;
+    }
+  }
+  if (!p) {
+    size_t over = size + alignment - HK_PAGE_SIZE;
+    if (over < size) return NULL;
+    uint8_t *raw = map_at(NULL, over, 0);
+    if (!raw) return NULL;
+    p = (uint8_t *)hk_align_up((uintptr_t)raw, alignment);
+    if (p > raw) unmap_raw(raw, (size_t)(p - raw));
+    if (raw + over > p + size) unmap_raw(p + size, (size_t)(raw + over - (p + size)));
+  }
+  if ((uintptr_t)p >= size) atomic_store_explicit(&next_aligned_hint, (uintptr_t)p - size, memory_order_relaxed);
+  account_mapped(size);
+  return p;
+}
+
+void hk_os_unmap(void *p, size_t size) {
+  unmap_raw(p, size);
+  atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
+}
+
+/* Resizes a mapping in place, or with `target` (a mapping of new_size made by
+ * hk_os_map_aligned) moves it there, replacing the target. */
+void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target) {
+  atomic_fetch_add_explicit(&n_mremap, 1, memory_order_relaxed);
+  void *q = target ? mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target)
+                   : mremap(p, old_size, new_size, 0);
+  if (q == MAP_FAILED) return NULL;
+  if (target) atomic_fetch_sub_explicit(&mapped_bytes, old_size, memory_order_relaxed);
+  else if (new_size > old_size) account_mapped(new_size - old_size);
+  else atomic_fetch_sub_explicit(&mapped_bytes, old_size - new_size, memory_order_relaxed);
+  return q;
+}
+
+void *hk_os_reserve(size_t size) {
+  return map_at(NULL, size, MAP_NORESERVE);
+}
+
+HK_EXPORT void hak_os_stats(hak_os_stats_t *out) {
+  out->mmap_calls = atomic_load_explicit(&n_mmap, memory_order_relaxed);
+  out->munmap_calls = atomic_load_explicit(&n_munmap, memory_order_relaxed);
+  out->madvise_calls = atomic_load_explicit(&n_madvise, memory_order_relaxed);
+  out->mremap_calls = atomic_load_explicit(&n_mremap, memory_order_relaxed);
+  out->mapped_bytes = atomic_load_explicit(&mapped_bytes, memory_order_relaxed);
+  out->peak_mapped_bytes = atomic_load_explicit(&peak_mapped_bytes, memory_order_relaxed);
+}
+
+size_t hk_os_page_size(void) {
+  static size_t page_size;
+  if (!page_size) page_size = (size_t)sysconf(_SC_PAGESIZE);
+  return page_size;
+}

@@ -1,0 +1,57 @@
+/* The C++ allocation operators, defined in C under their Itanium-ABI names so
+ * that the library needs no C++ runtime (libstdc++ alone would add over 1 MB
+ * to every process's RSS).  Failure follows the standard: the new-handler is
+ * called until it gives up, then std::bad_alloc is thrown; both are reached
+ * through weak references to libstdc++, which every C++ program has loaded.
+ * The nothrow forms of new are left to libstdc++: they call the operator new
+ * below inside a try block and turn std::bad_alloc into nullptr.
+ * Names are for LP64 targets (size_t mangles as 'm'). */
+#include "internal.h"
+
+#ifndef HAK_NO_OVERRIDE
+typedef void (*hk_new_handler_t)(void);
+extern hk_new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));   /* std::get_new_handler() */
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn)); /* std::__throw_bad_alloc() */
+
+static __attribute__((noinline)) void *new_retry(size_t size, size_t alignment) {
+  for (;;) {
+    hk_new_handler_t handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    if (!handler) {
+      if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+      hk_fatal("operator new: out of memory and no C++ runtime to throw std::bad_alloc", NULL);
+    }
+    handler();
+    void *p = alignment ? hk_aligned(alignment, size) : hk_malloc_fast(size);
+    if (p) return p;
+  }
+}
+
+static inline void *new_plain(size_t size) {
+  void *p = hk_malloc_fast(size);
+  return hk_likely(p != NULL) ? p : new_retry(size, 0);
+}
+
+static inline void *new_aligned(size_t size, size_t alignment) {
+  if (!hk_is_pow2(alignment)) _ZSt17__throw_bad_allocv();
+  void *p = hk_aligned(alignment, size);
+  return hk_likely(p != NULL) ? p : new_retry(size, alignment);
+}
+
+HK_EXPORT void *_Znwm(size_t n) { return new_plain(n); }                           /* new(size_t) */
+HK_EXPORT void *_Znam(size_t n) { return new_plain(n); }                           /* new[](size_t) */
+HK_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a); }
+HK_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a); }
+
+HK_EXPORT void _ZdlPv(void *p) { hk_free_fast(p); }                                /* delete(void*) */
+HK_EXPORT void _ZdaPv(void *p) { hk_free_fast(p); }
+HK_EXPORT void _ZdlPvm(void *p, size_t n) { hk_free_fast(p); }                     /* sized */
+HK_EXPORT void _ZdaPvm(void *p, size_t n) { hk_free_fast(p); }
+HK_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { hk_free_fast(p); }       /* aligned */
+HK_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { hk_free_fast(p); }
+HK_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { hk_free_fast(p); }
+HK_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { hk_free_fast(p); }
+HK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { hk_free_fast(p); }  /* nothrow */
+HK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { hk_free_fast(p); }
+HK_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { hk_free_fast(p); }
+HK_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { hk_free_fast(p); }
+#endif

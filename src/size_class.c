@@ -1,0 +1,47 @@
+/* Size classes: their block sizes, slab geometry and thread-cache sizing. */
+#include "internal.h"
+
+uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1];
+hk_class_info_t hk_classes[HK_NCLASS + 1];
+
+static uint32_t class_size(unsigned c) {
+  if (c <= 16) return 16u * c;
+  unsigned d = (c - 17) / 8, j = (c - 17) % 8;
+  return (256u << d) + (j + 1) * (32u << d);
+}
+
+/* The fewest 64 KiB units whose tail left over after the last block is at most
+ * 1/8 of the slab; else the span that wastes least. */
+static unsigned slab_units(uint32_t size) {
+  unsigned best = 1;
+  size_t best_waste = SIZE_MAX;
+  for (unsigned k = 1; k <= HK_SLAB_MAX_UNITS; k++) {
+    size_t bytes = k * HK_UNIT_SIZE;
+    if (bytes < size) continue;
+    size_t waste = bytes % size;
+    if (waste * 8 <= bytes) return k;
+    if (waste * best * HK_UNIT_SIZE < best_waste * bytes) { best = k; best_waste = waste; }
+  }
+  return best;
+}
+
+void hk_size_classes_init(void) {
+  for (unsigned c = 1; c <= HK_NCLASS; c++) {
+    hk_class_info_t *ci = &hk_classes[c];
+    uint32_t size = class_size(c);
+    ci->size = size;
+    ci->units = (uint8_t)slab_units(size);
+    ci->capacity = (uint16_t)(ci->units * HK_UNIT_SIZE / size);
+    /* Small blocks: up to 64 KiB cached per class and thread (16..512 blocks);
+     * larger ones: at least one block, so a malloc/free pair never locks. */
+    size_t cap = (64 * 1024) / size;
+    cap = size <= 1024 ? hk_min(hk_max(cap, 16), 512) : hk_max(cap, 1);
+    ci->cap = (int16_t)cap;
+    /* A refill brings half a cache, carving at most about 8 KiB of fresh memory. */
+    size_t batch = hk_max(cap / 2, 1);
+    batch = hk_min(batch, hk_max((size_t)8192 / size, 2));
+    ci->batch = (uint16_t)hk_min(batch, cap);
+  }
+  for (unsigned i = 0; i <= HK_TABLE_MAX / 16; i++)
+    hk_class_table[i] = (uint8_t)hk_size_to_class(i == 0 ? 1 : (size_t)i * 16);
+}

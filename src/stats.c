@@ -1,0 +1,40 @@
+/* Messages, fatal errors and statistics output.  Everything is formatted on
+ * the stack and written with write(2): nothing here allocates. */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "internal.h"
+
+void hk_message(const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  size_t len = hk_min((size_t)n, sizeof buf - 1);
+  for (size_t off = 0; off < len;) {
+    ssize_t w = write(STDERR_FILENO, buf + off, len - off);
+    if (w <= 0) break;
+    off += (size_t)w;
+  }
+}
+
+void hk_fatal(const char *what, const void *p) {
+  hk_message("hakmem: %s: %p\n", what, p);
+  abort();
+}
+
+void hk_os_stats_print(void) {
+  hak_os_stats_t s;
+  hak_os_stats(&s);
+  hk_message("[SS_OS_STATS] mmap=%llu munmap=%llu madvise=%llu mremap=%llu mapped_bytes=%llu peak_mapped_bytes=%llu\n",
+             s.mmap_calls, s.munmap_calls, s.madvise_calls, s.mremap_calls, s.mapped_bytes, s.peak_mapped_bytes);
+}
+
+HK_EXPORT void hak_stats_print(void) {
+  hk_message("%s\n", hak_version_string());
+  hk_os_stats_print();
+}

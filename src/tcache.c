@@ -1,0 +1,124 @@
+/* Thread caches: the slow paths behind hk_malloc_fast / hk_free_fast. */
+#include "internal.h"
+
+__thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec")));
+
+/* Hands a class's whole list to the central cache and sets its room. */
+static void tcache_drain(hk_tcache_t *tc, unsigned cls, int cap, int new_room) {
+  void *chain = tc->head[cls];
+  unsigned count = (unsigned)(cap - tc->room[cls]);
+  tc->head[cls] = NULL;
+  tc->room[cls] = (int16_t)new_room;
+  if (chain) hk_central_put(cls, chain, count);
+}
+
+/* A thread whose cache is gone (it has exited) still allocates: one block at a time. */
+static void *alloc_uncached(unsigned cls) {
+  void *chain;
+  unsigned n = hk_central_take(cls, 1, &chain);
+  if (n == 0) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (n > 1) hk_central_put(cls, *(void **)chain, n - 1);
+  return chain;
+}
+
+static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
+  if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
+    if (tc->state == HK_TC_DEAD) return alloc_uncached(cls);
+    hk_thread_init(tc);
+  }
+  void *chain;
+  unsigned n = hk_central_take(cls, hk_classes[cls].batch, &chain);
+  if (hk_unlikely(n == 0)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  tc->head[cls] = *(void **)chain;
+  tc->room[cls] = (int16_t)(tc->room[cls] - (int)(n - 1));
+  return chain;
+}
+
+void *hk_malloc_class(unsigned cls) {
+  hk_tcache_t *tc = &hk_tc;
+  void *p = tc->head[cls];
+  if (hk_likely(p != NULL)) {
+    tc->head[cls] = *(void **)p;
+    tc->room[cls]++;
+    return p;
+  }
+  return tcache_refill(tc, cls);
+}
+
+void *hk_malloc_slow(size_t size) {
+  if (hk_unlikely(size > HK_CLASS_MAX)) return hk_huge_alloc(size, 16);
+  hk_process_init();
+  return hk_malloc_class(hk_size_to_class(size));
+}
+
+/* The list outgrew its capacity: keep the newest half, whose blocks are the
+ * likeliest to be in cache, and give the rest to the central cache. */
+void hk_free_overflow(unsigned cls) {
+  hk_tcache_t *tc = &hk_tc;
+  if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
+    if (tc->state == HK_TC_DEAD) {
+      tcache_drain(tc, cls, 0, 0);
+      return;
+    }
+    hk_thread_init(tc);
+    if (tc->room[cls] >= 0) return;
+  }
+  int cap = hk_classes[cls].cap;
+  unsigned count = (unsigned)(cap - tc->room[cls]);
+  unsigned keep = (unsigned)cap / 2;
+  if (keep == 0) {
+    tcache_drain(tc, cls, cap, cap);
+    return;
+  }
+  void *last = tc->head[cls];
+  for (unsigned i = 1; i < keep; i++) last = *(void **)last;
+  void *chain = *(void **)last;
+  *(void **)last = NULL;
+  tc->room[cls] = (int16_t)(cap - (int)keep);
+  hk_central_put(cls, chain, count - keep);
+}
+
+void hk_free_slow(void *p) {
+  if (p == NULL) return;
+  uintptr_t unit = (uintptr_t)p >> HK_UNIT_SHIFT;
+  if (unit < HK_MAP_ENTRIES && atomic_load_explicit(&hk_ready, memory_order_acquire)) {
+    unsigned cls = hk_class_map[unit];
+    if (cls == HK_MAP_HUGE) {
+      hk_huge_free(p);
+      return;
+    }
+    /* the fast path turned a small block away only because it topped its list */
+    if (cls != 0) hk_fatal("free(): double free detected", p);
+  }
+  hk_fatal("free(): invalid pointer", p);
+}
+
+void hk_thread_init(hk_tcache_t *tc) {
+  hk_process_init();
+  for (unsigned c = 1; c <= HK_NCLASS; c++) tc->room[c] = (int16_t)(tc->room[c] + hk_classes[c].cap);
+  tc->state = HK_TC_ACTIVE;
+  pthread_setspecific(hk_thread_key, tc);  /* arms hk_thread_exit */
+}
+
+void hk_tcache_flush(hk_tcache_t *tc) {
+  if (tc->state != HK_TC_ACTIVE) return;
+  for (unsigned c = 1; c <= HK_NCLASS; c++) tcache_drain(tc, c, hk_classes[c].cap, hk_classes[c].cap);
+}
+
+/* Thread exit: everything cached goes back, and whatever the rest of the exit
+ * frees or allocates bypasses the cache (room 0 sends each free to the
+ * central cache). */
+void hk_thread_exit(void *arg) {
+  hk_tcache_t *tc = &hk_tc;
+  if (tc->state != HK_TC_ACTIVE) return;
+  tc->state = HK_TC_DEAD;
+  for (unsigned c = 1; c <= HK_NCLASS; c++) tcache_drain(tc, c, hk_classes[c].cap, 0);
+}
+
+HK_EXPORT void hak_thread_flush(void) { hk_tcache_flush(&hk_tc); }
