@@ -105,7 +105,7 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b) {
   s->free = b;
   s->nfree++;
   if (slab_is_empty(s)) {
-    if (c->nempty == 0) {
+    if (c->nempty == 0 && hk_classes[cls].transfer_slots) {  /* small classes keep one */
       c->nempty = 1;
     } else {
       partial_remove(c, s);
@@ -117,7 +117,7 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b) {
 void hk_central_put(unsigned cls, void *chain, unsigned count) {
   hk_central_t *c = &central[cls];
   pthread_mutex_lock(&c->lock);
-  if (c->ntransfer < HK_TRANSFER_SLOTS) {
+  if (c->ntransfer < hk_classes[cls].transfer_slots) {
     c->transfer[c->ntransfer++] = (hk_batch_t){chain, count};
     pthread_mutex_unlock(&c->lock);
     return;

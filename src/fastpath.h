@@ -45,7 +45,7 @@ extern uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_HIDDEN;
 extern uint8_t *hk_class_map HK_HIDDEN;
 
 HK_HIDDEN void *hk_malloc_slow(size_t size);
-HK_HIDDEN void hk_free_overflow(unsigned cls);
+HK_HIDDEN void hk_free_overflow(void *p);  /* p: the block just pushed */
 HK_HIDDEN void hk_free_slow(void *p);
 
 static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
@@ -65,16 +65,15 @@ static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
 static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
   uintptr_t unit = (uintptr_t)p >> HK_UNIT_SHIFT;
   if (hk_likely(unit < HK_MAP_ENTRIES)) {
-    unsigned cls = hk_class_map[unit];
+    uintptr_t cls = hk_class_map[unit];
     /* one compare rejects 0 (not a small block, NULL included) and HK_MAP_HUGE */
-    if (hk_likely(cls - 1u < HK_NCLASS)) {
+    if (hk_likely(cls - 1 < HK_NCLASS)) {
       hk_tcache_t *tc = &hk_tc;
       void *head = tc->head[cls];
       if (hk_likely(head != p)) {  /* p on top of its free list: a double free */
         *(void **)p = head;
         tc->head[cls] = p;
-        if (hk_likely(--tc->room[cls] >= 0)) return;
-        hk_free_overflow(cls);
+        if (hk_unlikely(--tc->room[cls] < 0)) hk_free_overflow(p);
         return;
       }
     }

@@ -16,6 +16,7 @@
 #define HK_SS_UNITS (HK_SS_SIZE / HK_UNIT_SIZE) /* 64 units; unit 0 holds the header */
 #define HK_SLAB_MAX_UNITS 16                    /* a slab spans 1..16 units (up to 1 MiB) */
 #define HK_TRANSFER_SLOTS 8                     /* batches parked per class in the central cache */
+#define HK_LARGE_MIN ((size_t)32 * 1024)        /* classes above: one block per slab */
 #define HK_PAGE_SIZE ((size_t)4096)
 #define HK_CACHELINE 64
 
@@ -29,11 +30,12 @@ static inline bool hk_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
  * 16..256 B in steps of 16, then 8 classes per doubling up to 1 MiB: at most
  * 12.5 % of a block is lost to rounding (about 6 % on average). */
 typedef struct hk_class_info {
-  uint32_t size;      /* block size */
-  uint16_t capacity;  /* blocks in one slab */
-  uint8_t units;      /* 64 KiB units one slab spans */
-  int16_t cap;        /* thread cache capacity (blocks) */
-  uint16_t batch;     /* blocks moved from the central cache per refill */
+  uint32_t size;           /* block size */
+  uint16_t capacity;       /* blocks in one slab */
+  uint8_t units;           /* 64 KiB units one slab spans */
+  uint8_t transfer_slots;  /* batches the central cache may park (0 for large classes) */
+  int16_t cap;             /* thread cache capacity (blocks) */
+  uint16_t batch;          /* blocks moved from the central cache per refill */
 } hk_class_info_t;
 
 extern hk_class_info_t hk_classes[HK_NCLASS + 1] HK_HIDDEN;

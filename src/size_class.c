@@ -10,9 +10,12 @@ static uint32_t class_size(unsigned c) {
   return (256u << d) + (j + 1) * (32u << d);
 }
 
-/* The fewest 64 KiB units whose tail left over after the last block is at most
- * 1/8 of the slab; else the span that wastes least. */
+/* Small classes: the fewest 64 KiB units whose tail left over after the last
+ * block is at most 1/8 of the slab, else the span that wastes least.  Large
+ * classes: one block per slab, so that a freed block gives its units back to
+ * the SuperSlab for blocks of any size (the unused tail is never touched). */
 static unsigned slab_units(uint32_t size) {
+  if (size > HK_LARGE_MIN) return (unsigned)((size + HK_UNIT_SIZE - 1) / HK_UNIT_SIZE);
   unsigned best = 1;
   size_t best_waste = SIZE_MAX;
   for (unsigned k = 1; k <= HK_SLAB_MAX_UNITS; k++) {
@@ -32,15 +35,18 @@ void hk_size_classes_init(void) {
     ci->size = size;
     ci->units = (uint8_t)slab_units(size);
     ci->capacity = (uint16_t)(ci->units * HK_UNIT_SIZE / size);
-    /* Small blocks: up to 64 KiB cached per class and thread (16..512 blocks);
-     * larger ones: at least one block, so a malloc/free pair never locks. */
+    /* Up to 64 KiB cached per class and thread: 16..512 blocks of up to
+     * 1 KiB, fewer of larger ones, one block up to 256 KiB (so a malloc/free
+     * pair of such a size takes no lock) and none above. */
     size_t cap = (64 * 1024) / size;
-    cap = size <= 1024 ? hk_min(hk_max(cap, 16), 512) : hk_max(cap, 1);
+    if (size <= 1024) cap = hk_min(hk_max(cap, 16), 512);
+    else if (size <= 256 * 1024) cap = hk_max(cap, 1);
     ci->cap = (int16_t)cap;
     /* A refill brings half a cache, carving at most about 8 KiB of fresh memory. */
     size_t batch = hk_max(cap / 2, 1);
-    batch = hk_min(batch, hk_max((size_t)8192 / size, 2));
-    ci->batch = (uint16_t)hk_min(batch, cap);
+    ci->batch = (uint16_t)hk_min(batch, hk_max((size_t)8192 / size, 2));
+    /* Parked batches of large blocks would pin memory no other class can use. */
+    ci->transfer_slots = size > HK_LARGE_MIN ? 0 : HK_TRANSFER_SLOTS;
   }
   for (unsigned i = 0; i <= HK_TABLE_MAX / 16; i++)
     hk_class_table[i] = (uint8_t)hk_size_to_class(i == 0 ? 1 : (size_t)i * 16);

@@ -38,11 +38,14 @@ static void list_remove(hk_superslab_t **list, hk_superslab_t *ss) {
   ss->next = ss->prev = NULL;
 }
 
-/* First run of `units` free units in the bitmap, or -1. */
+/* A run of `units` free units in the bitmap, or -1: single units (small
+ * slabs) are taken from the bottom, longer runs (large blocks) from the top,
+ * so that long-lived small slabs do not cut up the space large blocks need. */
 static int find_run(uint64_t used, unsigned units) {
   uint64_t mask = units == 64 ? ~0ull : ((1ull << units) - 1);
-  for (unsigned u = 1; u + units <= HK_SS_UNITS; u++) {
-    if (((used >> u) & mask) == 0) return (int)u;
+  if (units == 1) return used == ~0ull ? -1 : __builtin_ctzll(~used);
+  for (int u = HK_SS_UNITS - (int)units; u >= 1; u--) {
+    if (((used >> u) & mask) == 0) return u;
   }
   return -1;
 }
@@ -76,7 +79,7 @@ hk_slab_t *hk_slab_new(unsigned cls) {
       return NULL;
     }
     list_push(&ss_partial, ss);
-    unit = 1;
+    unit = find_run(ss->used, ci->units);
   }
   ss->used |= ((ci->units == 64 ? ~0ull : (1ull << ci->units) - 1)) << unit;
   if (ss->used == ~0ull) list_remove(&ss_partial, ss);

@@ -59,7 +59,8 @@ void *hk_malloc_slow(size_t size) {
 
 /* The list outgrew its capacity: keep the newest half, whose blocks are the
  * likeliest to be in cache, and give the rest to the central cache. */
-void hk_free_overflow(unsigned cls) {
+void hk_free_overflow(void *p) {
+  unsigned cls = hk_class_map[(uintptr_t)p >> HK_UNIT_SHIFT];
   hk_tcache_t *tc = &hk_tc;
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
     if (tc->state == HK_TC_DEAD) {
