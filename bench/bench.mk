@@ -1,0 +1,40 @@
+# benchmark targets (bench/); see bench/README.md
+#
+#   make bench                         the comparison, full sizes, RUNS=5
+#   make bench QUICK=1                 the same at small sizes (about a minute)
+#   make bench RUNS=10 BENCHES=random_mixed,larson ALLOCATORS=hakmem,mimalloc
+#   make bench-smoke                   every benchmark once, tiny, hakmem and glibc
+#   make bench-callgrind               instructions per random_mixed iteration
+#   make ab A=main B=HEAD              A/B of two refs on random_mixed
+
+PYTHON ?= python3
+
+BENCH_PROGRAMS := random_mixed fixed_size tiny_hot patterns mixed_large larson prodcons
+BENCH_BINS     := $(BENCH_PROGRAMS:%=$(BUILD)/bench/%)
+BENCH_CFLAGS   := -std=gnu11 -O2 -g -pthread -Wall -Wextra
+
+BENCH_OPTS = --build $(BUILD) \
+  $(if $(filter-out 0,$(QUICK)),--quick) \
+  $(if $(RUNS),--runs $(RUNS)) \
+  $(if $(BENCHES),--benches $(BENCHES)) \
+  $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
+
+.PHONY: bench-programs bench-smoke bench-callgrind ab
+
+bench-programs: $(BENCH_BINS)
+
+$(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench.h bench/bench.mk
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) $< -o $@
+
+bench: lib bench-programs
+	$(PYTHON) scripts/bench.py $(BENCH_OPTS)
+
+bench-smoke: lib bench-programs
+	$(PYTHON) scripts/bench.py --smoke --build $(BUILD)
+
+bench-callgrind: lib bench-programs
+	$(PYTHON) scripts/bench.py --callgrind --build $(BUILD) $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
+
+ab:
+	$(PYTHON) scripts/ab --build $(BUILD) --refs $(or $(A),main) $(or $(B),HEAD) $(if $(RUNS),--runs $(RUNS))

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Compares hakmem with mimalloc, tcmalloc, jemalloc and glibc's malloc.
+
+Every benchmark binary runs unchanged under each allocator (LD_PRELOAD, or
+nothing for glibc), one process at a time, the allocators interleaved round-
+robin so that drifts of the machine hit them all alike.  Prints a table and
+writes bench/results/YYYY-MM-DD-HHMMSS/ (report.md, results.csv, runs.csv,
+charts).  See bench/README.md.
+
+  scripts/bench.py [--quick] [--runs N] [--benches a,b] [--allocators a,b]
+  scripts/bench.py --smoke       each benchmark once, tiny, hakmem and glibc
+  scripts/bench.py --callgrind   instructions per random_mixed iteration
+"""
+
+import argparse
+import os
+import sys
+import time
+
+from hakbench import allocators, callgrind, charts, machine, report, runner, stats, suite
+from hakbench.allocators import BASELINE
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CALLGRIND_ARGS = ("2000000", "400", "1")
+
+
+class Progress:
+    """One status line on stderr, rewritten in place on a terminal."""
+
+    def __init__(self, total):
+        self.total, self.done = total, 0
+        self.tty = sys.stderr.isatty()
+
+    def step(self, what):
+        self.done += 1
+        line = f"[{self.done}/{self.total}] {what}"
+        print(f"\r{line}\033[K" if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
+
+    def say(self, msg):
+        print(("\r\033[K" if self.tty else "") + msg, file=sys.stderr, flush=True)
+
+    def close(self):
+        if self.tty:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+
+
+def tail(text, n=5):
+    return "\n".join("    " + line for line in text.strip().splitlines()[-n:])
+
+
+def program(build, bench):
+    return os.path.join(build, "bench", bench.program)
+
+
+def run_matrix(benches, allocs, opts, tools):
+    """All timed runs, then one strace run per benchmark and allocator.
+    Returns (runs: {(bench, alloc): [Run]}, os_calls, self_stats, failures)."""
+    traced = "strace" in tools
+    progress = Progress(len(benches) * len(allocs) * (opts.runs + traced))
+    runs, os_calls, self_stats, failures = {}, {}, {}, []
+
+    def failed(bench, alloc, what, r):
+        failures.append(f"{bench.name} under {alloc.name}, {what}: {r.status}")
+        progress.say("\n".join(filter(None, [f"FAIL {failures[-1]}", tail(r.stderr)])))
+
+    for bench in benches:
+        argv = [program(opts.build, bench), *bench.args(opts.size)]
+        for i in range(1, opts.runs + 1):
+            for alloc in allocs:
+                progress.step(f"{bench.name} {alloc.name} run {i}/{opts.runs}")
+                r = runner.run(argv, alloc.env(), opts.timeout, rusage="time" in tools)
+                runs.setdefault((bench.name, alloc.name), []).append(r)
+                if not r.ok:
+                    failed(bench, alloc, f"run {i}", r)
+        for alloc in allocs if traced else ():
+            progress.step(f"{bench.name} {alloc.name} strace")
+            env = alloc.env(HAKMEM_SS_OS_STATS="1") if alloc.name == "hakmem" else alloc.env()
+            counts, r = runner.os_call_counts(argv, env, opts.timeout)
+            if not r.ok:
+                failed(bench, alloc, "strace run", r)
+                continue
+            os_calls[bench.name, alloc.name] = counts
+            own = runner.parse_fields(r.stderr, "[SS_OS_STATS]")
+            if own:
+                self_stats[bench.name, alloc.name] = " ".join(f"{k}={v}" for k, v in own[-1].items())
+    progress.close()
+    return runs, os_calls, self_stats, failures
+
+
+def median_of(runs, attr):
+    s = stats.summarize(getattr(r, attr) for r in runs)
+    return s.median if s else None
+
+
+def summarize(benches, allocs, opts, runs, os_calls, self_stats):
+    rows = []
+    for bench in benches:
+        for alloc in allocs:
+            all_runs = runs[bench.name, alloc.name]
+            good = [r for r in all_runs if r.ok]
+            ops = stats.summarize(r.ops_per_sec for r in good)
+            calls = os_calls.get((bench.name, alloc.name), {})
+            rows.append({
+                "bench": bench.name, "allocator": alloc.name,
+                "command": " ".join([bench.program, *bench.args(opts.size)]),
+                "runs": len(good), "failed": len(all_runs) - len(good),
+                "median_ops_per_sec": ops and ops.median, "mean_ops_per_sec": ops and ops.mean,
+                "cv_pct": ops and ops.cv,
+                "median_wall_s": median_of(good, "wall"),
+                "median_maxrss_kb": median_of(good, "maxrss_kb"),
+                "median_minflt": median_of(good, "minflt"),
+                **{c: calls.get(c) for c in runner.OS_CALLS},
+                "hakmem_os_stats": self_stats.get((bench.name, alloc.name)),
+            })
+    base = {r["bench"]: r["median_ops_per_sec"] for r in rows if r["allocator"] == BASELINE}
+    for r in rows:
+        b = base.get(r["bench"])
+        r[report.RATIO] = r["median_ops_per_sec"] / b if b and r["median_ops_per_sec"] else None
+    return rows
+
+
+def raw_rows(runs):
+    for (bench, alloc), rs in runs.items():
+        for i, r in enumerate(rs, 1):
+            yield {"bench": bench, "allocator": alloc, "run": i, "status": r.status,
+                   "ops_per_sec": r.ops_per_sec if r.ok else None,
+                   "seconds": r.results[0]["seconds"] if r.ok else None,
+                   "wall_s": f"{r.wall:.6f}", "maxrss_kb": r.maxrss_kb, "minflt": r.minflt}
+
+
+def method(opts, tools):
+    """How the figures of a report were taken, for the report."""
+    text = [
+        f"{opts.runs} runs of each benchmark under each allocator ({opts.size} sizes), one process at a time, "
+        "the allocators interleaved round-robin.  Every allocator runs the same binary: hakmem and the peers "
+        "with LD_PRELOAD, glibc with nothing preloaded.",
+        "Throughput is the benchmark's own figure, malloc and free calls per second of its timed loop: "
+        f"median, mean, coefficient of variation, and the median's ratio to {BASELINE}'s.",
+        "Peak RSS and minor page faults of each run are measured by GNU time (ru_maxrss, ru_minflt), medians."
+        if "time" in tools else "No peak RSS nor page faults: GNU time is not installed.",
+        "The syscall counts come from one extra, untimed run under `strace -f -c`, in which hakmem also "
+        "counts its own OS calls (HAKMEM_SS_OS_STATS=1)." if "strace" in tools
+        else "No syscall counts: strace is not installed.",
+    ]
+    return "  ".join(text)
+
+
+def write_report(opts, rows, runs, failures, tools):
+    stamp = time.strftime("%Y-%m-%d-%H%M%S")
+    out = os.path.join(opts.out, stamp)
+    os.makedirs(out)
+    report.write_csv(os.path.join(out, "results.csv"), report.COLUMNS, rows)
+    report.write_csv(os.path.join(out, "runs.csv"), report.RUN_COLUMNS, raw_rows(runs))
+
+    chart_list = []
+    if "gnuplot" in tools:
+        if any(r[report.RATIO] for r in rows) and charts.bar_chart(
+                os.path.join(out, "throughput.svg"), f"Throughput relative to {BASELINE} (median, higher is better)",
+                f"ops/s / {BASELINE} ops/s", rows, lambda r: r[report.RATIO], reference=1):
+            chart_list.append(("throughput.svg", f"throughput relative to {BASELINE}"))
+        if charts.bar_chart(os.path.join(out, "rss.svg"), "Peak RSS (median, lower is better)", "MiB", rows,
+                            lambda r: r["median_maxrss_kb"] and r["median_maxrss_kb"] / 1024, log=True):
+            chart_list.append(("rss.svg", "peak RSS"))
+
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(report.markdown(f"hakmem benchmarks {stamp}", machine.describe(ROOT), method(opts, tools), rows,
+                                chart_list, failures))
+    return out
+
+
+def smoke(benches, allocs, opts):
+    """Each benchmark once at its smallest size; fails on any crash or missing RESULT line."""
+    missing = {"hakmem", "glibc"} - {a.name for a in allocs}
+    bad = [f"{name}: not available" for name in sorted(missing)]
+    total = 0
+    for bench in benches:
+        argv = [program(opts.build, bench), *bench.args("smoke")]
+        for alloc in allocs:
+            total += 1
+            r = runner.run(argv, alloc.env(), opts.timeout)
+            print(f"{'ok  ' if r.ok else 'FAIL'} {bench.name:20} {alloc.name:8} {r.wall:.2f}s "
+                  f"{'' if r.ok else r.status}".rstrip())
+            if not r.ok:
+                bad.append(f"{bench.name} under {alloc.name}: {r.status}")
+                if r.stderr.strip():
+                    print(tail(r.stderr))
+    if bad:
+        print(f"bench-smoke: FAILED: {'; '.join(bad)}")
+        return 1
+    print(f"bench-smoke: all {total} runs ok")
+    return 0
+
+
+def instruction_counts(allocs, opts):
+    """Instructions per random_mixed iteration under each allocator: total Ir
+    / ITERS, and the part of it spent in the benchmark's own loop."""
+    argv = [os.path.join(opts.build, "bench", "random_mixed"), *CALLGRIND_ARGS]
+    iters = int(CALLGRIND_ARGS[0])
+    print(f"random_mixed {' '.join(CALLGRIND_ARGS)} under callgrind, instructions per iteration:")
+    print(f"  {'allocator':10} {'total':>8} {'loop':>8} {'malloc+free':>12}")
+    status = 0
+    for alloc in allocs:
+        count, r = callgrind.instructions(argv, alloc.env(), opts.timeout)
+        if count is None:
+            print("\n".join(filter(None, [f"  {alloc.name:10} failed: {r.status}", tail(r.stderr)])))
+            status = 1
+        else:
+            total, loop = count.total / iters, count.main / iters
+            print(f"  {alloc.name:10} {total:8.2f} {loop:8.2f} {total - loop:12.2f}")
+    return status
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build", default=os.path.join(ROOT, "build"), help="build directory (default build/)")
+    p.add_argument("--runs", type=int, default=5, help="runs per benchmark and allocator (default 5)")
+    p.add_argument("--quick", action="store_true", help="small sizes: the whole matrix in about a minute")
+    p.add_argument("--benches", default="", help="comma-separated benchmarks or programs (default all)")
+    p.add_argument("--allocators", default=",".join(allocators.ORDER),
+                   help=f"comma-separated subset of {','.join(allocators.ORDER)}")
+    p.add_argument("--timeout", type=float, help="seconds before a run is killed (default 600, 60 with --quick)")
+    p.add_argument("--out", default=os.path.join(ROOT, "bench", "results"), help="where reports go")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--smoke", action="store_true", help="each benchmark once, tiny, under hakmem and glibc")
+    mode.add_argument("--callgrind", action="store_true", help="instructions per random_mixed iteration")
+    opts = p.parse_args()
+    if opts.runs < 1:
+        p.error("--runs must be at least 1")
+    names = [n for n in opts.allocators.split(",") if n]
+    unknown = set(names) - set(allocators.ORDER)
+    if unknown:
+        p.error(f"unknown allocator {', '.join(sorted(unknown))}; known: {', '.join(allocators.ORDER)}")
+    opts.allocator_names = names
+    opts.size = "smoke" if opts.smoke else "quick" if opts.quick else "full"
+    if opts.timeout is None:
+        opts.timeout = 600.0 if opts.size == "full" else 60.0
+    return opts
+
+
+def main():
+    opts = parse_args()
+    benches = suite.select([b for b in opts.benches.split(",") if b])
+    hakmem_so = os.path.join(opts.build, "libhakmem.so")
+    if opts.smoke:
+        allocs, _ = allocators.prepare({"hakmem", "glibc"}, hakmem_so)
+        return smoke(benches, allocs, opts)
+    if opts.callgrind:
+        allocs, tools = allocators.prepare(opts.allocator_names, hakmem_so, tools=("valgrind",))
+        return instruction_counts(allocs, opts) if "valgrind" in tools else 1
+    allocs, tools = allocators.prepare(opts.allocator_names, hakmem_so, tools=("time", "gnuplot", "strace"))
+    if not allocs:
+        sys.exit("no allocator to run")
+
+    runs, os_calls, self_stats, failures = run_matrix(benches, allocs, opts, tools)
+    rows = summarize(benches, allocs, opts, runs, os_calls, self_stats)
+    print(report.terminal_table(rows))
+    out = write_report(opts, rows, runs, failures, tools)
+    print(f"\nreport: {os.path.relpath(out, os.getcwd())}/report.md")
+    if failures:
+        print(f"\n{len(failures)} failed runs:\n" + "\n".join("  " + f for f in failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

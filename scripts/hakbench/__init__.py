@@ -1,0 +1,1 @@
+"""hakmem's benchmark driver: the parts shared by scripts/bench.py and scripts/ab."""

@@ -1,0 +1,111 @@
+"""The outputs of `make bench`: the terminal table, results.csv, runs.csv and
+report.md.  A row is a dict with the keys of COLUMNS, one per benchmark and
+allocator."""
+
+import csv
+
+from .allocators import BASELINE
+from .runner import OS_CALLS
+
+COLUMNS = (
+    "bench", "allocator", "command", "runs", "failed",
+    "median_ops_per_sec", "mean_ops_per_sec", "cv_pct", f"ratio_to_{BASELINE}",
+    "median_wall_s", "median_maxrss_kb", "median_minflt",
+    *OS_CALLS, "hakmem_os_stats",
+)
+RUN_COLUMNS = ("bench", "allocator", "run", "status", "ops_per_sec", "seconds",
+               "wall_s", "maxrss_kb", "minflt")
+RATIO = f"ratio_to_{BASELINE}"
+
+
+def si(x):
+    """1234567 -> '1.23M'."""
+    if x is None:
+        return "-"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def _num(x, fmt):
+    return "-" if x is None else format(x, fmt)
+
+
+def _mib(kb):
+    return None if kb is None else kb / 1024
+
+
+def _cells(row):
+    """Terminal and markdown formatting of one row's figures."""
+    return {
+        "median ops/s": si(row["median_ops_per_sec"]),
+        "mean ops/s": si(row["mean_ops_per_sec"]),
+        "CV %": _num(row["cv_pct"], ".1f"),
+        f"vs {BASELINE}": _num(row[RATIO], ".3f"),
+        "wall s": _num(row["median_wall_s"], ".3f"),
+        "RSS MiB": _num(_mib(row["median_maxrss_kb"]), ".1f"),
+        "minflt": si(row["median_minflt"]),
+        **{c: _num(row[c], "d") for c in OS_CALLS},
+        "failed": str(row["failed"] or ""),
+    }
+
+
+TERMINAL = ("median ops/s", f"vs {BASELINE}", "CV %", "RSS MiB", "minflt", "mmap", "munmap", "madvise", "failed")
+
+
+def terminal_table(rows):
+    header = ("benchmark", "allocator", *TERMINAL)
+    lines = [header] + [(r["bench"], r["allocator"], *(_cells(r)[c] for c in TERMINAL)) for r in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+
+    def fmt(line):
+        return "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip()
+
+    out, previous = [fmt(header)], None
+    for line in lines[1:]:
+        if previous is not None and line[0] != previous:
+            out.append("")
+        out.append(fmt(line))
+        previous = line[0]
+    return "\n".join(out)
+
+
+def _csv_value(x):
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        return int(x) if x.is_integer() else round(x, 4)
+    return x
+
+
+def write_csv(path, columns, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: _csv_value(row.get(k)) for k in columns})
+
+
+MARKDOWN = ("median ops/s", "mean ops/s", "CV %", f"vs {BASELINE}", "wall s", "RSS MiB", "minflt", *OS_CALLS)
+
+
+def markdown(title, machine, method, rows, charts, failures):
+    md = [f"# {title}", "", "## Machine", ""]
+    md += [f"- {label}: {value}" for label, value in machine]
+    md += ["", "## Method", "", method, ""]
+    for chart, caption in charts:
+        md += [f"![{caption}]({chart})", ""]
+    for bench in dict.fromkeys(r["bench"] for r in rows):
+        group = [r for r in rows if r["bench"] == bench]
+        md += [f"## {bench}", "", f"`{group[0]['command']}`", ""]
+        md.append("| allocator | " + " | ".join(MARKDOWN) + " |")
+        md.append("|---|" + "---:|" * len(MARKDOWN))
+        for r in group:
+            cells = _cells(r)
+            md.append(f"| {r['allocator']} | " + " | ".join(cells[c] for c in MARKDOWN) + " |")
+        md += [f"\nhakmem's own count: {r['hakmem_os_stats']}" for r in group if r["hakmem_os_stats"]]
+        md.append("")
+    if failures:
+        md += ["## Failures", ""] + [f"- {f}" for f in failures] + [""]
+    return "\n".join(md)

@@ -1,0 +1,119 @@
+"""Running one benchmark process and reading what it reports.
+
+stdout and stderr go to files, so a chatty allocator cannot block on a full
+pipe; a run that hangs is killed with its whole process group."""
+
+import os
+import select
+import signal
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+OS_CALLS = ("mmap", "munmap", "madvise", "mremap", "brk")
+
+
+@dataclass
+class Run:
+    status: str  # "ok", or why the run failed: "SIGSEGV", "exit 1", "timeout", ...
+    results: list = field(default_factory=list)  # one dict per RESULT line
+    wall: float = 0.0  # seconds, spawn to exit
+    maxrss_kb: int | None = None  # measured with rusage=True only
+    minflt: int | None = None
+    stderr: str = ""
+
+    @property
+    def ok(self):
+        return self.status == "ok"
+
+    @property
+    def ops_per_sec(self):
+        return float(self.results[0]["ops_per_sec"])
+
+
+def parse_fields(text, prefix):
+    """key=value pairs of the lines that start with `prefix`, one dict each."""
+    return [
+        dict(tok.split("=", 1) for tok in line[len(prefix):].split() if "=" in tok)
+        for line in text.splitlines()
+        if line.startswith(prefix)
+    ]
+
+
+def _well_formed(result):
+    try:
+        return "bench" in result and float(result["ops_per_sec"]) > 0 and float(result["seconds"]) > 0
+    except (KeyError, ValueError):
+        return False
+
+
+def _status(wait_status, timed_out):
+    if timed_out:
+        return "timeout"
+    if os.WIFSIGNALED(wait_status):
+        return signal.Signals(os.WTERMSIG(wait_status)).name
+    code = os.waitstatus_to_exitcode(wait_status)
+    return "ok" if code == 0 else f"exit {code}"
+
+
+def _spawn(argv, env, stdout, stderr, timeout):
+    """Runs argv in a process group of its own, killed after `timeout`
+    seconds.  Returns (status, wall seconds)."""
+    t0 = time.perf_counter()
+    try:
+        pid = os.posix_spawnp(
+            argv[0], argv, env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, stdout.fileno(), 1), (os.POSIX_SPAWN_DUP2, stderr.fileno(), 2)],
+            setpgroup=0,
+        )
+    except OSError as e:
+        return f"cannot run {argv[0]}: {e.strerror}", 0.0
+    pidfd = os.pidfd_open(pid)
+    timed_out = not select.select([pidfd], [], [], timeout)[0]
+    if timed_out:
+        os.killpg(pid, signal.SIGKILL)  # not reaped yet: the group id cannot be reused
+    _, wait_status = os.waitpid(pid, 0)
+    wall = time.perf_counter() - t0
+    os.close(pidfd)
+    return _status(wait_status, timed_out), wall
+
+
+def run(argv, env, timeout, rusage=False):
+    """Runs argv to completion and reads its RESULT lines.  With rusage, under
+    GNU time for the peak RSS and page faults of the program alone (wait4 on a
+    process spawned from here would count the RSS of this Python process,
+    which the kernel carries over exec)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile(mode="r", suffix=".time") as usage:
+        if rusage:
+            argv = ["time", "-o", usage.name, "-f", "RUSAGE %M %R", *argv]
+        status, wall = _spawn(argv, env, out, err, timeout)
+        out.seek(0)
+        err.seek(0)
+        r = Run(status, parse_fields(out.read().decode(errors="replace"), "RESULT "), wall,
+                stderr=err.read().decode(errors="replace"))
+        for line in usage.read().splitlines():
+            if line.startswith("Command terminated by signal"):
+                r.status = signal.Signals(int(line.split()[-1])).name
+            elif line.startswith("RUSAGE "):
+                r.maxrss_kb, r.minflt = map(int, line.split()[1:])
+    if r.ok and not (r.results and all(_well_formed(x) for x in r.results)):
+        r.status = "no well-formed RESULT line"
+    return r
+
+
+def os_call_counts(argv, env, timeout):
+    """Counts the memory-mapping syscalls of a run, all threads, with strace.
+    Returns ({syscall: calls}, Run)."""
+    with tempfile.NamedTemporaryFile(mode="r", suffix=".strace") as summary:
+        traced = ["strace", "-f", "-c", "-o", summary.name, "--seccomp-bpf",
+                  "-e", "trace=" + ",".join(OS_CALLS), *argv]
+        r = run(traced, env, timeout)
+        counts = dict.fromkeys(OS_CALLS, 0)
+        for line in summary.read().splitlines():
+            cols = line.split()
+            # % time  seconds  usecs/call  calls  [errors]  syscall
+            if len(cols) >= 5 and cols[-1] in counts and cols[3].isdigit():
+                counts[cols[-1]] = int(cols[3])
+    return counts, r
+

@@ -1,0 +1,41 @@
+"""The benchmark matrix: which programs `make bench` runs, with which arguments."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str  # its row in the report
+    program: str  # the binary in BUILD/bench/
+    full: tuple  # arguments of `make bench`
+    quick: tuple  # QUICK=1: a few tens of milliseconds
+    smoke: tuple  # bench-smoke: the smallest run that still goes through the code
+
+    def args(self, size):
+        return [str(a) for a in getattr(self, size)]
+
+
+SUITE = (
+    Bench("random_mixed", "random_mixed", (20000000, 400, 1), (5000000, 400, 1), (20000, 400, 1)),
+    Bench("fixed_size-16", "fixed_size", (16, 50000000), (16, 10000000), (16, 10000)),
+    Bench("fixed_size-1024", "fixed_size", (1024, 50000000), (1024, 10000000), (1024, 10000)),
+    Bench("tiny_hot-8", "tiny_hot", (8, 100, 500000), (8, 100, 100000), (8, 100, 100)),
+    Bench("tiny_hot-128", "tiny_hot", (128, 100, 500000), (128, 100, 100000), (128, 100, 100)),
+    *(
+        Bench(f"patterns-{p}", "patterns", (p, 1000, 20000, 1), (p, 1000, 5000, 1), (p, 100, 10, 1))
+        for p in ("lifo", "fifo", "interleave", "random")
+    ),
+    Bench("mixed_large", "mixed_large", (500000, 500, 1), (60000, 500, 1), (1000, 50, 1)),
+    Bench("larson", "larson", (2, 1.0, 1000, 1), (2, 0.2, 1000, 1), (2, 0.02, 100, 1)),
+    Bench("prodcons", "prodcons", (10000000, 1024, 1), (2000000, 1024, 1), (10000, 64, 1)),
+)
+
+def select(selectors):
+    """The benchmarks named, by row name or program name, in suite order."""
+    if not selectors:
+        return list(SUITE)
+    known = {b.name for b in SUITE} | {b.program for b in SUITE}
+    unknown = [s for s in selectors if s not in known]
+    if unknown:
+        raise SystemExit(f"unknown benchmark {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return [b for b in SUITE if b.name in selectors or b.program in selectors]
