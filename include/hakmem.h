@@ -49,6 +49,9 @@ size_t hak_malloc_usable_size(const void *p);
 /* Hands the calling thread's cached free blocks back to the shared pool. The
  * thread can go on allocating; threads do this by themselves when they exit. */
 void hak_thread_flush(void);
+/* malloc_trim: hak_thread_flush, then every free 64 KiB unit is returned to
+ * the OS now instead of after HAKMEM_PURGE_DELAY_MS.  Returns 1. */
+int hak_malloc_trim(size_t pad);
 
 /* Counters of the calls hakmem made to the OS since start-up. */
 typedef struct hak_os_stats {

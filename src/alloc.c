@@ -6,13 +6,6 @@
 void *hk_malloc(size_t size) { return hk_malloc_fast(size); }
 void hk_free(void *p) { hk_free_fast(p); }
 
-/* Class of a pointer from the class map: 1..HK_NCLASS, HK_MAP_HUGE or 0. */
-static unsigned class_of(const void *p) {
-  uintptr_t unit = (uintptr_t)p >> HK_UNIT_SHIFT;
-  if (unit >= HK_MAP_ENTRIES || !atomic_load_explicit(&hk_ready, memory_order_acquire)) return 0;
-  return hk_class_map[unit];
-}
-
 void *hk_calloc(size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) {
@@ -41,7 +34,7 @@ void *hk_aligned(size_t alignment, size_t size) {
 
 size_t hk_usable_size(const void *p) {
   if (!p) return 0;
-  unsigned cls = class_of(p);
+  unsigned cls = (unsigned)hk_class_map_lookup(p);
   if (cls - 1u < HK_NCLASS) return hk_classes[cls].size;
   if (cls == HK_MAP_HUGE) return hk_huge_usable_size(p);
   return 0;
@@ -63,7 +56,7 @@ void *hk_realloc(void *p, size_t size) {
     hk_free_fast(p);
     return NULL;
   }
-  unsigned cls = class_of(p);
+  unsigned cls = (unsigned)hk_class_map_lookup(p);
   if (cls - 1u < HK_NCLASS) {
     size_t old_size = hk_classes[cls].size;
     if (size <= old_size && (size >= old_size / 2 || old_size <= 256)) return p;

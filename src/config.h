@@ -2,7 +2,6 @@
  *
  *   HAK_VARIANT 1  fast      the default; nothing but the allocator on the fast paths
  *   HAK_VARIANT 2  standard  fast + consistency checks in the slow paths
- *   HAK_VARIANT 3  observe   standard + per-class front-cache counters
  *
  * HAK_NO_OVERRIDE builds a library that defines only the hak_* names (for
  * running the allocator under ASan/TSan next to the sanitizer's own malloc). */
@@ -16,17 +15,11 @@
 #if HAK_VARIANT == 1
 #define HAK_VARIANT_NAME "fast"
 #define HAK_CHECKS 0
-#define HAK_OBSERVE 0
 #elif HAK_VARIANT == 2
 #define HAK_VARIANT_NAME "standard"
 #define HAK_CHECKS 1
-#define HAK_OBSERVE 0
-#elif HAK_VARIANT == 3
-#define HAK_VARIANT_NAME "observe"
-#define HAK_CHECKS 1
-#define HAK_OBSERVE 1
 #else
-#error "HAK_VARIANT must be 1, 2 or 3"
+#error "HAK_VARIANT must be 1 or 2"
 #endif
 
 #endif

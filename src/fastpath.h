@@ -6,7 +6,10 @@
  * free pushes; everything else (refill, overflow, first use of a thread, a
  * thread that has exited) is reached through one well-predicted branch.
  * A pointer's class comes from the class map: one byte per 64 KiB unit of
- * the address space, 0 for memory hakmem does not own as small blocks. */
+ * the address space, 0 for memory hakmem does not own as small blocks, kept
+ * in a two-level radix tree (root indexed by bits 36..46 of the address, leaves
+ * of 2^20 units) whose root entries all point at a leaf, if only the shared
+ * zero leaf, so a lookup is two loads and no test. */
 #ifndef HAK_FASTPATH_H
 #define HAK_FASTPATH_H
 
@@ -29,7 +32,9 @@ extern "C" {
 #define HK_TABLE_MAX 8192                      /* sizes looked up in hk_class_table */
 #define HK_CLASS_MAX ((size_t)1 << 20)         /* largest size class: 1 MiB */
 #define HK_ADDR_BITS 47                        /* user address space on x86-64 / arm64 */
-#define HK_MAP_ENTRIES ((uintptr_t)1 << (HK_ADDR_BITS - HK_UNIT_SHIFT))
+#define HK_MAP_LEAF_SHIFT 36                   /* a leaf covers 64 GiB */
+#define HK_MAP_ROOT_ENTRIES ((size_t)1 << (HK_ADDR_BITS - HK_MAP_LEAF_SHIFT))
+#define HK_MAP_LEAF_ENTRIES ((size_t)1 << (HK_MAP_LEAF_SHIFT - HK_UNIT_SHIFT))
 #define HK_MAP_HUGE 255                        /* class map mark of a huge block */
 
 enum { HK_TC_UNINIT = 0, HK_TC_ACTIVE = 1, HK_TC_DEAD = 2 };
@@ -42,7 +47,13 @@ typedef struct hk_tcache {
 
 extern __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
 extern uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_HIDDEN;
-extern uint8_t *hk_class_map HK_HIDDEN;
+extern uint8_t *hk_map_root[HK_MAP_ROOT_ENTRIES] HK_HIDDEN;
+
+/* The class map entry of p; p must be below 2^HK_ADDR_BITS. */
+static inline __attribute__((always_inline)) uintptr_t hk_map_get(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  return hk_map_root[a >> HK_MAP_LEAF_SHIFT][(a >> HK_UNIT_SHIFT) & (HK_MAP_LEAF_ENTRIES - 1)];
+}
 
 HK_HIDDEN void *hk_malloc_slow(size_t size);
 HK_HIDDEN void hk_free_overflow(void *p);  /* p: the block just pushed */
@@ -63,9 +74,8 @@ static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
 }
 
 static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
-  uintptr_t unit = (uintptr_t)p >> HK_UNIT_SHIFT;
-  if (hk_likely(unit < HK_MAP_ENTRIES)) {
-    uintptr_t cls = hk_class_map[unit];
+  if (hk_likely((uintptr_t)p >> HK_MAP_LEAF_SHIFT < HK_MAP_ROOT_ENTRIES)) {
+    uintptr_t cls = hk_map_get(p);
     /* one compare rejects 0 (not a small block, NULL included) and HK_MAP_HUGE */
     if (hk_likely(cls - 1 < HK_NCLASS)) {
       hk_tcache_t *tc = &hk_tc;

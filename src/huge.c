@@ -14,8 +14,6 @@ typedef struct hk_huge {
   size_t map_size;
 } hk_huge_t;
 
-static uint8_t map_at(const void *p) { return hk_class_map[(uintptr_t)p >> HK_UNIT_SHIFT]; }
-
 static void mark(uint8_t *p, uint8_t value) {
   hk_class_map_set(p, 1, value);
   if (((uintptr_t)p >> HK_UNIT_SHIFT) != ((uintptr_t)(p - HK_HUGE_HEADER) >> HK_UNIT_SHIFT))
@@ -25,14 +23,16 @@ static void mark(uint8_t *p, uint8_t value) {
 /* The header of huge block p, or NULL if p is not one. */
 static hk_huge_t *huge_of(const void *p) {
   uintptr_t a = (uintptr_t)p;
-  if (a < HK_HUGE_HEADER || (a >> HK_UNIT_SHIFT) >= HK_MAP_ENTRIES) return NULL;
-  if (map_at(p) != HK_MAP_HUGE || map_at((const uint8_t *)p - HK_HUGE_HEADER) != HK_MAP_HUGE) return NULL;
+  if (a < HK_HUGE_HEADER || hk_class_map_lookup(p) != HK_MAP_HUGE ||
+      hk_class_map_lookup((const uint8_t *)p - HK_HUGE_HEADER) != HK_MAP_HUGE)
+    return NULL;
   hk_huge_t *h = (hk_huge_t *)(a - HK_HUGE_HEADER);
   return h->magic == (HK_HUGE_MAGIC ^ a) ? h : NULL;
 }
 
 void *hk_huge_alloc(size_t size, size_t alignment) {
   hk_process_init();
+  hk_superslab_purge(false);  /* a huge block is new memory: first give back what waited */
   size_t offset = hk_max(alignment, (size_t)HK_HUGE_HEADER);
   if (size > (size_t)PTRDIFF_MAX - offset - HK_UNIT_SIZE) {
     errno = ENOMEM;
@@ -41,6 +41,11 @@ void *hk_huge_alloc(size_t size, size_t alignment) {
   size_t map_size = hk_align_up(offset + size, hk_os_page_size());
   uint8_t *base = hk_os_map_aligned(map_size, hk_max(alignment, HK_UNIT_SIZE));
   if (!base) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (!hk_class_map_reserve(base, map_size)) {
+    hk_os_unmap(base, map_size);
     errno = ENOMEM;
     return NULL;
   }
@@ -83,6 +88,10 @@ void *hk_huge_realloc(void *p, size_t size) {
     return p;
   }
   uint8_t *target = hk_os_map_aligned(map_size, HK_UNIT_SIZE);
+  if (target && !hk_class_map_reserve(target, map_size)) {
+    hk_os_unmap(target, map_size);
+    target = NULL;
+  }
   if (!target) {
     errno = ENOMEM;
     return NULL;

@@ -36,8 +36,8 @@ void hk_process_init_slow(void) {
   if (first) {
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     if (hk_opt.verbose)
-      hk_message("hakmem: %s; warm_pool_size=%u os_stats=%d\n", hak_version_string(), hk_opt.warm_pool_size,
-                 hk_opt.os_stats);
+      hk_message("hakmem: %s; warm_pool_size=%u purge_delay_ms=%u os_stats=%d\n", hak_version_string(),
+                 hk_opt.warm_pool_size, hk_opt.purge_delay_ms, hk_opt.os_stats);
   }
 }
 

@@ -63,6 +63,8 @@ typedef struct hk_slab {
 
 typedef struct hk_superslab {
   uint64_t used;                      /* bitmap of units in use; bit 0 is this header */
+  uint64_t dirty;                     /* free units whose pages may still be resident */
+  uint64_t dirty_since;               /* when `dirty` last became non-zero (ms) */
   struct hk_superslab *next, *prev;   /* list of SuperSlabs with free units */
   uint8_t head_unit[HK_SS_UNITS];     /* first unit of the slab each unit belongs to */
   hk_slab_t slabs[HK_SS_UNITS];       /* descriptor of the slab headed by each unit */
@@ -79,10 +81,15 @@ static inline hk_slab_t *hk_slab_of(const void *p) {
 
 HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls);
 HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
+HK_HIDDEN void hk_superslab_purge(bool now);  /* decommit free units (all of them if now) */
 HK_HIDDEN void hk_superslab_fork_lock(void);
 HK_HIDDEN void hk_superslab_fork_unlock(bool child);
+
+/* ---- class map (class_map.c) ------------------------------------------------ */
 HK_HIDDEN void hk_class_map_init(void);
+HK_HIDDEN bool hk_class_map_reserve(const void *start, size_t size);  /* before any set there */
 HK_HIDDEN void hk_class_map_set(const void *start, size_t units, uint8_t value);
+HK_HIDDEN uintptr_t hk_class_map_lookup(const void *p);  /* any pointer; 0 if not hakmem's */
 
 /* ---- central cache (central.c): per class, behind one lock ------------------ */
 HK_HIDDEN unsigned hk_central_take(unsigned cls, unsigned want, void **chain);
@@ -109,10 +116,13 @@ HK_HIDDEN void hk_os_unmap(void *p, size_t size);
 HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target);
 HK_HIDDEN size_t hk_os_page_size(void);
 HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, committed as touched */
+HK_HIDDEN void hk_os_decommit(void *p, size_t size);  /* pages read as zero afterwards */
+HK_HIDDEN uint64_t hk_os_now_ms(void);
 
 /* ---- options (options.c): read once at start-up ---------------------------- */
 typedef struct hk_options {
   unsigned warm_pool_size;  /* HAKMEM_WARM_POOL_SIZE: empty SuperSlabs kept mapped */
+  unsigned purge_delay_ms;  /* HAKMEM_PURGE_DELAY_MS: free units are decommitted after this */
   bool os_stats;            /* HAKMEM_SS_OS_STATS: print OS-call counters at exit */
   bool verbose;             /* HAKMEM_VERBOSE: print the options in force at start-up */
 } hk_options_t;

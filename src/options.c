@@ -4,6 +4,7 @@
 
 hk_options_t hk_opt = {
     .warm_pool_size = 4,
+    .purge_delay_ms = 100,
     .os_stats = false,
     .verbose = false,
 };
@@ -29,6 +30,7 @@ static bool env_flag(const char *name, bool fallback) {
 
 void hk_options_init(void) {
   hk_opt.warm_pool_size = (unsigned)env_number("HAKMEM_WARM_POOL_SIZE", hk_opt.warm_pool_size, 1024);
+  hk_opt.purge_delay_ms = (unsigned)env_number("HAKMEM_PURGE_DELAY_MS", hk_opt.purge_delay_ms, 3600000);
   hk_opt.os_stats = env_flag("HAKMEM_SS_OS_STATS", hk_opt.os_stats);
   hk_opt.verbose = env_flag("HAKMEM_VERBOSE", hk_opt.verbose);
 }

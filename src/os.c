@@ -2,6 +2,7 @@
  * and is counted. */
 #define _GNU_SOURCE
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include "internal.h"
 
@@ -77,6 +78,17 @@ void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target) {
   else if (new_size > old_size) account_mapped(new_size - old_size);
   else atomic_fetch_sub_explicit(&mapped_bytes, old_size - new_size, memory_order_relaxed);
   return q;
+}
+
+void hk_os_decommit(void *p, size_t size) {
+  atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
+  madvise(p, size, MADV_DONTNEED);
+}
+
+uint64_t hk_os_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 void *hk_os_reserve(size_t size) {

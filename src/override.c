@@ -61,6 +61,14 @@ HK_EXPORT void *hak_memalign(size_t alignment, size_t size) {
   return hk_aligned(alignment, size);
 }
 
+/* glibc's malloc_trim: here, the calling thread's cache is handed back and
+ * every free unit decommitted now rather than after the purge delay. */
+HK_EXPORT int hak_malloc_trim(size_t pad) {
+  hk_tcache_flush(&hk_tc);
+  hk_superslab_purge(true);
+  return 1;
+}
+
 HK_EXPORT void *hak_valloc(size_t size) { return hk_aligned(hk_os_page_size(), size); }
 
 HK_EXPORT void *hak_pvalloc(size_t size) {
@@ -90,6 +98,7 @@ void *pvalloc(size_t size) HK_ALIAS(hak_pvalloc);
 void free_sized(void *p, size_t size) HK_ALIAS(hak_free_sized);
 void free_aligned_sized(void *p, size_t alignment, size_t size) HK_ALIAS(hak_free_aligned_sized);
 HK_EXPORT size_t malloc_usable_size(void *p) { return hk_usable_size(p); }
+int malloc_trim(size_t pad) HK_ALIAS(hak_malloc_trim);
 
 /* glibc's internal names, called directly by some programs and libraries. */
 void *__libc_malloc(size_t size) HK_ALIAS(hak_malloc);

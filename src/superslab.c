@@ -1,27 +1,20 @@
 /* SuperSlabs: 4 MiB regions aligned to their size, cut into 64 KiB units; a
  * slab is a run of units holding blocks of one class.  Empty SuperSlabs go to
  * the warm pool (up to HAKMEM_WARM_POOL_SIZE) before they go back to the OS.
- * Also the class map, which every free consults. */
+ * Units freed and not reused within HAKMEM_PURGE_DELAY_MS are decommitted
+ * (madvise), so memory a program no longer uses leaves its RSS while units
+ * that are reused at once cost no system call. */
 #include <string.h>
 #include "internal.h"
-
-static uint8_t class_map_unset[1];          /* read by free(NULL) before set-up */
-uint8_t *hk_class_map = class_map_unset;
 
 static pthread_mutex_t ss_lock = PTHREAD_MUTEX_INITIALIZER;
 static hk_superslab_t *ss_partial;          /* SuperSlabs with free units */
 static hk_superslab_t *warm_pool;           /* empty SuperSlabs kept mapped */
 static unsigned warm_count;
+static uint64_t oldest_dirty = UINT64_MAX;  /* earliest dirty_since not yet purged */
 
-void hk_class_map_init(void) {
-  uint8_t *map = hk_os_reserve(HK_MAP_ENTRIES);
-  if (!map) hk_fatal("cannot reserve the class map (address space or overcommit limit)", NULL);
-  hk_class_map = map;
-}
-
-void hk_class_map_set(const void *start, size_t units, uint8_t value) {
-  uint8_t *entry = &hk_class_map[(uintptr_t)start >> HK_UNIT_SHIFT];
-  for (size_t i = 0; i < units; i++) __atomic_store_n(&entry[i], value, __ATOMIC_RELAXED);
+static uint64_t units_mask(unsigned unit, unsigned units) {
+  return (units == 64 ? ~0ull : (1ull << units) - 1) << unit;
 }
 
 static void list_push(hk_superslab_t **list, hk_superslab_t *ss) {
@@ -50,6 +43,11 @@ static int find_run(uint64_t used, unsigned units) {
   return -1;
 }
 
+static void purge_due(uint64_t now, bool all);
+
+/* A SuperSlab for new slabs: from the warm pool, else newly mapped (after
+ * giving back what has waited its purge delay: new memory is a moment the
+ * process grows).  Called with ss_lock held. */
 static hk_superslab_t *superslab_get(void) {
   hk_superslab_t *ss = warm_pool;
   if (ss) {
@@ -57,10 +55,43 @@ static hk_superslab_t *superslab_get(void) {
     warm_count--;
     return ss;
   }
+  purge_due(hk_os_now_ms(), false);
   ss = hk_os_map_aligned(HK_SS_SIZE, HK_SS_SIZE);
   if (!ss) return NULL;
+  if (!hk_class_map_reserve(ss, HK_SS_SIZE)) {
+    hk_os_unmap(ss, HK_SS_SIZE);
+    return NULL;
+  }
   ss->used = 1;  /* unit 0: this header; fresh mappings are zero otherwise */
   return ss;
+}
+
+static void purge_superslab(hk_superslab_t *ss) {
+  uint64_t dirty = ss->dirty;
+  while (dirty) {
+    unsigned unit = (unsigned)__builtin_ctzll(dirty);
+    uint64_t rest = ~(dirty >> unit);
+    unsigned units = rest ? (unsigned)__builtin_ctzll(rest) : 64 - unit;
+    hk_os_decommit((uint8_t *)ss + (size_t)unit * HK_UNIT_SIZE, (size_t)units * HK_UNIT_SIZE);
+    dirty &= ~units_mask(unit, units);
+  }
+  ss->dirty = 0;
+}
+
+/* Decommits the free units of every SuperSlab whose units have waited the
+ * purge delay (or of all, if `all`).  Called with ss_lock held. */
+static void purge_due(uint64_t now, bool all) {
+  if (!all && (oldest_dirty == UINT64_MAX || now - oldest_dirty < hk_opt.purge_delay_ms)) return;
+  uint64_t oldest = UINT64_MAX;
+  hk_superslab_t *lists[2] = {ss_partial, warm_pool};
+  for (int l = 0; l < 2; l++) {
+    for (hk_superslab_t *ss = lists[l]; ss; ss = ss->next) {
+      if (!ss->dirty) continue;
+      if (all || now - ss->dirty_since >= hk_opt.purge_delay_ms) purge_superslab(ss);
+      else if (ss->dirty_since < oldest) oldest = ss->dirty_since;
+    }
+  }
+  oldest_dirty = oldest;
 }
 
 hk_slab_t *hk_slab_new(unsigned cls) {
@@ -81,7 +112,9 @@ hk_slab_t *hk_slab_new(unsigned cls) {
     list_push(&ss_partial, ss);
     unit = find_run(ss->used, ci->units);
   }
-  ss->used |= ((ci->units == 64 ? ~0ull : (1ull << ci->units) - 1)) << unit;
+  uint64_t bits = units_mask((unsigned)unit, ci->units);
+  ss->used |= bits;
+  ss->dirty &= ~bits;  /* reused before it was purged: no system call */
   if (ss->used == ~0ull) list_remove(&ss_partial, ss);
   pthread_mutex_unlock(&ss_lock);
 
@@ -106,9 +139,16 @@ void hk_slab_release(hk_slab_t *slab) {
   unsigned units = slab->units;
   hk_class_map_set(slab->start, units, 0);
   slab->cls = 0;
+  uint64_t now = hk_os_now_ms();
   pthread_mutex_lock(&ss_lock);
   bool was_full = ss->used == ~0ull;
-  ss->used &= ~(((units == 64 ? ~0ull : (1ull << units) - 1)) << unit);
+  uint64_t bits = units_mask(unit, units);
+  ss->used &= ~bits;
+  if (!ss->dirty) {
+    ss->dirty_since = now;
+    if (now < oldest_dirty) oldest_dirty = now;
+  }
+  ss->dirty |= bits;
   if (was_full) list_push(&ss_partial, ss);
   if (ss->used == 1) {
     list_remove(&ss_partial, ss);
@@ -120,6 +160,14 @@ void hk_slab_release(hk_slab_t *slab) {
       hk_os_unmap(ss, HK_SS_SIZE);
     }
   }
+  purge_due(now, false);
+  pthread_mutex_unlock(&ss_lock);
+}
+
+void hk_superslab_purge(bool all) {
+  uint64_t now = hk_os_now_ms();
+  pthread_mutex_lock(&ss_lock);
+  purge_due(now, all);
   pthread_mutex_unlock(&ss_lock);
 }
 

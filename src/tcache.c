@@ -60,7 +60,7 @@ void *hk_malloc_slow(size_t size) {
 /* The list outgrew its capacity: keep the newest half, whose blocks are the
  * likeliest to be in cache, and give the rest to the central cache. */
 void hk_free_overflow(void *p) {
-  unsigned cls = hk_class_map[(uintptr_t)p >> HK_UNIT_SHIFT];
+  unsigned cls = (unsigned)hk_map_get(p);
   hk_tcache_t *tc = &hk_tc;
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
     if (tc->state == HK_TC_DEAD) {
@@ -87,17 +87,13 @@ void hk_free_overflow(void *p) {
 
 void hk_free_slow(void *p) {
   if (p == NULL) return;
-  uintptr_t unit = (uintptr_t)p >> HK_UNIT_SHIFT;
-  if (unit < HK_MAP_ENTRIES && atomic_load_explicit(&hk_ready, memory_order_acquire)) {
-    unsigned cls = hk_class_map[unit];
-    if (cls == HK_MAP_HUGE) {
-      hk_huge_free(p);
-      return;
-    }
-    /* the fast path turned a small block away only because it topped its list */
-    if (cls != 0) hk_fatal("free(): double free detected", p);
+  uintptr_t cls = hk_class_map_lookup(p);
+  if (cls == HK_MAP_HUGE) {
+    hk_huge_free(p);
+    return;
   }
-  hk_fatal("free(): invalid pointer", p);
+  /* a small block is turned away by the fast path only when it tops its list */
+  hk_fatal(cls ? "free(): double free detected" : "free(): invalid pointer", p);
 }
 
 void hk_thread_init(hk_tcache_t *tc) {
@@ -120,6 +116,7 @@ void hk_thread_exit(void *arg) {
   if (tc->state != HK_TC_ACTIVE) return;
   tc->state = HK_TC_DEAD;
   for (unsigned c = 1; c <= HK_NCLASS; c++) tcache_drain(tc, c, hk_classes[c].cap, 0);
+  hk_superslab_purge(false);
 }
 
 HK_EXPORT void hak_thread_flush(void) { hk_tcache_flush(&hk_tc); }
