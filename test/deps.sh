@@ -1,0 +1,40 @@
+#!/bin/sh
+# Installs what `make test` needs that a fresh Debian system may lack: as
+# root with apt-get; otherwise it says what is missing, and the runner skips
+# the tests that need it.
+set -u
+
+missing=""
+need() { missing="$missing $1"; }
+
+command -v python3 >/dev/null 2>&1 || need python3
+command -v git >/dev/null 2>&1 || need git
+command -v g++ >/dev/null 2>&1 || need g++
+command -v setarch >/dev/null 2>&1 || need util-linux
+command -v sort >/dev/null 2>&1 || need coreutils
+
+# gcc's sanitizer runtimes (the link-time .so is a symlink to them).
+cc=${CC:-cc}
+for pair in asan:libasan8 tsan:libtsan2 ubsan:libubsan1; do
+  rt=${pair%%:*} pkg=${pair#*:}
+  lib=$($cc -print-file-name="lib$rt.so" 2>/dev/null)
+  [ -e "$lib" ] || need "$pkg"
+done
+
+[ -z "$missing" ] && exit 0
+
+install() {
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null || return 1
+  # shellcheck disable=SC2086  # one word per package
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "test: installing$missing"
+  install || echo "test: apt-get could not install$missing; the tests that need them are skipped"
+else
+  echo "test: missing$missing (not root: the tests that need them are skipped)"
+fi
+command -v python3 >/dev/null 2>&1 || { echo "test: python3 is required to run the tests" >&2; exit 1; }
+exit 0

@@ -1,0 +1,422 @@
+/* Code shared by the hakmem tests: CHECK macros, a seeded random number
+ * generator, byte patterns to fill and verify blocks, running a function in a
+ * child process, and finding out which allocator the process is using.
+ *
+ * A test program exits 0 when it passes; a failed CHECK prints the file, line
+ * and expression and aborts.  scripts/run_tests.py sets
+ * HAKMEM_TEST_ALLOCATOR=hakmem or =glibc to say which allocator it expects;
+ * test_init() verifies that the expectation holds, so that a mistyped
+ * LD_PRELOAD (which the dynamic loader ignores with a warning) cannot turn a
+ * hakmem run into a glibc run that passes. */
+#ifndef HAKMEM_TESTUTIL_H
+#define HAKMEM_TESTUTIL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hakmem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- checks ------------------------------------------------------------ */
+
+static void test_fail_(const char *file, int line, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+static void test_fail_(const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  fflush(stdout);
+  fprintf(stderr, "%s:%d: ", file, line);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  abort();
+}
+
+#define CHECK(expr) \
+  ((expr) ? (void)0 : test_fail_(__FILE__, __LINE__, "CHECK(%s) failed", #expr))
+
+#define CHECK_MSG(expr, ...) \
+  ((expr) ? (void)0 : test_fail_(__FILE__, __LINE__, "CHECK(" #expr ") failed: " __VA_ARGS__))
+
+/* Integers and pointers; prints both values on failure. */
+#define CHECK_EQ(a, b)                                                          \
+  do {                                                                          \
+    unsigned long long a_ = (unsigned long long)(a);                            \
+    unsigned long long b_ = (unsigned long long)(b);                            \
+    if (a_ != b_)                                                               \
+      test_fail_(__FILE__, __LINE__, "CHECK_EQ(%s, %s) failed: %llu (0x%llx) != %llu (0x%llx)", \
+                 #a, #b, a_, a_, b_, b_);                                       \
+  } while (0)
+
+#define CHECK_ERRNO(expected)                                                   \
+  do {                                                                          \
+    int e_ = errno;                                                             \
+    if (e_ != (expected))                                                       \
+      test_fail_(__FILE__, __LINE__, "errno is %d (%s), expected %s", e_,       \
+                 strerror(e_), #expected);                                      \
+  } while (0)
+
+/* The address is a multiple of align (a power of two). */
+#define CHECK_ALIGNED(p, align)                                                 \
+  do {                                                                          \
+    uintptr_t p_ = (uintptr_t)(p);                                              \
+    size_t al_ = (size_t)(align);                                               \
+    if (p_ & (al_ - 1))                                                         \
+      test_fail_(__FILE__, __LINE__, "%s = %p is not aligned to %zu", #p,       \
+                 (void *)p_, al_);                                              \
+  } while (0)
+
+/* A test program is a list of cases; the name is printed first so that the
+ * output of a failure says which case was running. */
+#define RUN(fn)                        \
+  do {                                 \
+    printf("  %s\n", #fn);             \
+    fflush(stdout);                    \
+    fn();                              \
+  } while (0)
+
+/* Something the reader of the output should know (a case left out, ...). */
+#define NOTE(...) (printf("  note: " __VA_ARGS__), putchar('\n'), fflush(stdout))
+
+/* Hides a value from the compiler, so that malloc(opaque(SIZE_MAX)) is really
+ * called instead of being folded away or warned about. */
+static inline size_t opaque(size_t x) {
+  volatile size_t v = x;
+  return v;
+}
+static inline void *opaque_ptr(void *p) {
+  void *volatile v = p;
+  return v;
+}
+
+/* ---- random numbers (splitmix64: small, fast, and the same everywhere) ---- */
+
+typedef struct rng {
+  uint64_t state;
+} rng_t;
+
+static inline uint64_t rng_next(rng_t *r) {
+  uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n). */
+static inline uint64_t rng_below(rng_t *r, uint64_t n) { return rng_next(r) % n; }
+
+/* Uniform in [lo, hi]. */
+static inline size_t rng_range(rng_t *r, size_t lo, size_t hi) {
+  return lo + (size_t)rng_below(r, (uint64_t)(hi - lo) + 1);
+}
+
+/* Log-uniform in [lo, hi] (lo >= 1): each power of two is about as likely, so
+ * small sizes dominate but every size class gets its share. */
+static inline size_t rng_size(rng_t *r, size_t lo, size_t hi) {
+  int lo_bit = 63 - __builtin_clzll(lo), hi_bit = 63 - __builtin_clzll(hi);
+  int bit = lo_bit + (int)rng_below(r, (uint64_t)(hi_bit - lo_bit + 1));
+  size_t a = (size_t)1 << bit, b = (a << 1) - 1;
+  if (a < lo) a = lo;
+  if (b > hi) b = hi;
+  return rng_range(r, a, b);
+}
+
+/* ---- byte patterns ------------------------------------------------------ */
+
+/* The 8 bytes at word index i of a block filled with seed. */
+static inline uint64_t pattern_word(uint64_t seed, size_t i) {
+  uint64_t v = (seed ^ 0x5851f42d4c957f2dull) * 0x9e3779b97f4a7c15ull + (uint64_t)i * 0xd1b54a32d192ed03ull;
+  return v ^ (v >> 29);
+}
+
+/* (The tests are built with -fno-builtin so that the compiler leaves the
+ * allocation calls alone; __builtin_memcpy keeps these loops fast anyway.) */
+static inline void fill_pattern(void *p, size_t n, uint64_t seed) {
+  unsigned char *b = (unsigned char *)p;
+  size_t words = n / 8, i;
+  for (i = 0; i < words; i++) {
+    uint64_t w = pattern_word(seed, i);
+    __builtin_memcpy(b + 8 * i, &w, 8);
+  }
+  if (n % 8) {
+    uint64_t w = pattern_word(seed, words);
+    __builtin_memcpy(b + 8 * words, &w, n % 8);
+  }
+}
+
+/* Offset of the first byte that differs from fill_pattern(p, n, seed), or
+ * SIZE_MAX when all n bytes are intact. */
+static inline size_t check_pattern(const void *p, size_t n, uint64_t seed) {
+  const unsigned char *b = (const unsigned char *)p;
+  size_t words = n / 8, i, j;
+  for (i = 0; i <= words; i++) {
+    size_t len = i < words ? 8 : n % 8;
+    uint64_t want = pattern_word(seed, i), have = want;
+    __builtin_memcpy(&have, b + 8 * i, len);
+    if (have != want) {
+      unsigned char w[8];
+      __builtin_memcpy(w, &want, 8);
+      for (j = 0; j < len; j++)
+        if (b[8 * i + j] != w[j]) return 8 * i + j;
+    }
+  }
+  return SIZE_MAX;
+}
+
+#define CHECK_PATTERN(p, n, seed)                                               \
+  do {                                                                          \
+    size_t n__ = (size_t)(n);                                                   \
+    size_t off_ = check_pattern((p), n__, (seed));                              \
+    if (off_ != SIZE_MAX)                                                       \
+      test_fail_(__FILE__, __LINE__,                                            \
+                 "block %p (%zu bytes) corrupted at offset %zu", (void *)(p),   \
+                 n__, off_);                                                    \
+  } while (0)
+
+/* Offset of the first byte of p[0..n) that is not c, or SIZE_MAX. */
+static inline size_t find_not_byte(const void *p, int c, size_t n) {
+  const unsigned char *b = (const unsigned char *)p;
+  size_t i;
+  for (i = 0; i < n; i++)
+    if (b[i] != (unsigned char)c) return i;
+  return SIZE_MAX;
+}
+
+/* A block that describes itself, for blocks that travel between threads: the
+ * first 16 bytes hold its size and seed, the rest is the pattern. */
+#define TAGGED_MIN 16
+static inline void tagged_fill(void *p, size_t size, uint64_t seed) {
+  uint64_t hdr[2] = {(uint64_t)size, seed};
+  __builtin_memcpy(p, hdr, sizeof hdr);
+  fill_pattern((char *)p + 16, size - 16, seed);
+}
+
+/* Size of the tagged block p after verifying it (fails the test if corrupt). */
+#define CHECK_TAGGED(p) tagged_check_((p), __FILE__, __LINE__)
+static inline size_t tagged_check_(const void *p, const char *file, int line) {
+  uint64_t hdr[2];
+  size_t off;
+  __builtin_memcpy(hdr, p, sizeof hdr);
+  if (hdr[0] < TAGGED_MIN || hdr[0] > ((uint64_t)1 << 40))
+    test_fail_(file, line, "tagged block %p: bad header (size %llu)", p,
+               (unsigned long long)hdr[0]);
+  off = check_pattern((const char *)p + 16, (size_t)hdr[0] - 16, hdr[1]);
+  if (off != SIZE_MAX)
+    test_fail_(file, line, "tagged block %p (%llu bytes) corrupted at offset %zu", p,
+               (unsigned long long)hdr[0], off + 16);
+  return (size_t)hdr[0];
+}
+
+/* ---- which allocator ---------------------------------------------------- */
+
+/* hakmem's own functions, looked up at run time: the tests of the standard API
+ * are plain programs that run against glibc or, preloaded, against hakmem. */
+static inline void *hakmem_sym(const char *name) { return dlsym(RTLD_DEFAULT, name); }
+
+static inline int hakmem_active(void) { return hakmem_sym("hak_version") != NULL; }
+
+/* The runner's expectation: 1 hakmem, 0 glibc, -1 not said. */
+static inline int expected_hakmem(void) {
+  const char *e = getenv("HAKMEM_TEST_ALLOCATOR");
+  if (!e) return -1;
+  return strcmp(e, "hakmem") == 0;
+}
+
+/* Fills *out from hak_os_stats; 0 when hakmem is not in the process. */
+static inline int get_os_stats(hak_os_stats_t *out) {
+  void (*fn)(hak_os_stats_t *) = (void (*)(hak_os_stats_t *))hakmem_sym("hak_os_stats");
+  if (!fn) return 0;
+  fn(out);
+  return 1;
+}
+
+/* The base address of the object (executable or shared library) defining
+ * the symbol, or NULL. */
+static inline void *symbol_object(const char *name, const char **file) {
+  Dl_info info;
+  void *addr = dlsym(RTLD_DEFAULT, name);
+  if (!addr || !dladdr(addr, &info)) return NULL;
+  if (file) *file = info.dli_fname;
+  return info.dli_fbase;
+}
+
+/* Fails unless every symbol in names (NULL-terminated) resolves to the object
+ * that defines hak_version, i.e. hakmem really replaces it. */
+static inline void check_symbols_from_hakmem(const char *const *names) {
+  const char *hak_file = "?", *file = "?";
+  void *hak = symbol_object("hak_version", &hak_file);
+  CHECK_MSG(hak != NULL, "hak_version not found: hakmem is not in the process");
+  for (; *names; names++) {
+    void *obj = symbol_object(*names, &file);
+    CHECK_MSG(obj == hak, "%s comes from %s, not from hakmem (%s)", *names,
+              obj ? file : "nowhere", hak_file);
+  }
+}
+
+/* First call of every test's main: checks that the allocator is the one the
+ * runner expects, and makes stdout line-buffered. */
+static inline void test_init(void) {
+  static const char *const api[] = {"malloc", "free", "calloc", "realloc",
+                                    "posix_memalign", "aligned_alloc", "memalign",
+                                    "malloc_usable_size", NULL};
+  int expect = expected_hakmem();
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (expect == 1) check_symbols_from_hakmem(api);
+  if (expect == 0) CHECK_MSG(!hakmem_active(), "hakmem is loaded, glibc expected");
+}
+
+/* ---- memory footprint ----------------------------------------------------- */
+
+/* A field of /proc/self/status in KiB ("VmRSS", "VmSize"), 0 if absent. */
+static inline size_t proc_status_kib(const char *field) {
+  char line[256];
+  size_t len = strlen(field), kib = 0;
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, field, len) == 0 && line[len] == ':') {
+      kib = strtoul(line + len + 1, NULL, 10);
+      break;
+    }
+  fclose(f);
+  return kib;
+}
+
+/* Memory the allocator holds: hakmem's mapped bytes when it is in the process,
+ * otherwise the resident set size. */
+static inline size_t heap_footprint(void) {
+  hak_os_stats_t s;
+  if (get_os_stats(&s)) return (size_t)s.mapped_bytes;
+  return proc_status_kib("VmRSS") * 1024;
+}
+
+static inline const char *footprint_name(void) {
+  return hakmem_active() ? "hak_os_stats mapped_bytes" : "VmRSS";
+}
+
+#define MiB ((size_t)1 << 20)
+
+/* ---- child processes ------------------------------------------------------ */
+
+typedef struct child_result {
+  int status;       /* from waitpid */
+  char err[16384];  /* what the child wrote to stderr, NUL-terminated */
+} child_result_t;
+
+/* Runs fn(arg) in a child process whose stderr goes to res->err (its start,
+ * if it is long); the child exits 0 when fn returns, and is killed by SIGALRM
+ * after timeout seconds so that a deadlock fails instead of hanging. */
+static inline void run_in_child(void (*fn)(void *), void *arg, unsigned timeout,
+                                child_result_t *res) {
+  int fds[2];
+  size_t len = 0;
+  ssize_t n;
+  pid_t pid;
+  char rest[4096];
+  CHECK(pipe(fds) == 0);
+  fflush(NULL);
+  pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 2);
+    close(fds[1]);
+    alarm(timeout);
+    fn(arg);
+    _exit(0);
+  }
+  close(fds[1]);
+  for (;;) {
+    size_t room = sizeof res->err - 1 - len;
+    n = room ? read(fds[0], res->err + len, room) : read(fds[0], rest, sizeof rest);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (room) len += (size_t)n;
+  }
+  res->err[len] = '\0';
+  close(fds[0]);
+  while (waitpid(pid, &res->status, 0) < 0) CHECK(errno == EINTR);
+}
+
+/* "exited 3", "killed by SIGABRT", ... for messages. */
+static inline const char *describe_status(int status) {
+  static char buf[64];
+  if (WIFEXITED(status))
+    snprintf(buf, sizeof buf, "exited %d", WEXITSTATUS(status));
+  else if (WIFSIGNALED(status))
+    snprintf(buf, sizeof buf, "killed by SIG%s", sigabbrev_np(WTERMSIG(status)));
+  else
+    snprintf(buf, sizeof buf, "status 0x%x", status);
+  return buf;
+}
+
+/* ---- a queue of blocks between threads ------------------------------------ */
+
+/* Bounded, protected by a mutex; consumers see NULL once it is empty and all
+ * its producers have said they are done. */
+enum { BLOCK_QUEUE_CAP = 256 };
+
+typedef struct block_queue {
+  pthread_mutex_t lock;
+  pthread_cond_t not_empty, not_full;
+  void *item[BLOCK_QUEUE_CAP];
+  size_t head, count;
+  int producers_left;
+} block_queue_t;
+
+static inline void block_queue_init(block_queue_t *q, int producers) {
+  pthread_mutex_init(&q->lock, NULL);
+  pthread_cond_init(&q->not_empty, NULL);
+  pthread_cond_init(&q->not_full, NULL);
+  q->head = q->count = 0;
+  q->producers_left = producers;
+}
+
+static inline void block_queue_push(block_queue_t *q, void *p) {
+  pthread_mutex_lock(&q->lock);
+  while (q->count == BLOCK_QUEUE_CAP) pthread_cond_wait(&q->not_full, &q->lock);
+  q->item[(q->head + q->count++) % BLOCK_QUEUE_CAP] = p;
+  pthread_cond_signal(&q->not_empty);
+  pthread_mutex_unlock(&q->lock);
+}
+
+static inline void *block_queue_pop(block_queue_t *q) {
+  void *p = NULL;
+  pthread_mutex_lock(&q->lock);
+  while (q->count == 0 && q->producers_left > 0) pthread_cond_wait(&q->not_empty, &q->lock);
+  if (q->count > 0) {
+    p = q->item[q->head];
+    q->head = (q->head + 1) % BLOCK_QUEUE_CAP;
+    q->count--;
+    pthread_cond_signal(&q->not_full);
+  }
+  pthread_mutex_unlock(&q->lock);
+  return p;
+}
+
+static inline void block_queue_producer_done(block_queue_t *q) {
+  pthread_mutex_lock(&q->lock);
+  q->producers_left--;
+  pthread_cond_broadcast(&q->not_empty);
+  pthread_mutex_unlock(&q->lock);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif
