@@ -2,8 +2,7 @@
 # `make bench` compares hakmem with the other allocators.
 #
 #   VARIANT=fast      the default: no statistics counters on the fast paths
-#   VARIANT=standard  the same with debug assertions kept in the slow paths
-#   VARIANT=observe   per-class front-cache counters on the fast paths
+#   VARIANT=standard  the same with consistency checks in the slow paths
 #   PREFIX=/usr/local where `make install` puts library, header and .pc file
 
 CC      ?= cc
@@ -14,9 +13,8 @@ BUILD   ?= build
 
 VARIANT_DEF_fast     := -DHAK_VARIANT=1
 VARIANT_DEF_standard := -DHAK_VARIANT=2
-VARIANT_DEF_observe  := -DHAK_VARIANT=3
 ifeq ($(VARIANT_DEF_$(VARIANT)),)
-$(error VARIANT must be fast, standard or observe)
+$(error VARIANT must be fast or standard)
 endif
 
 WARN        := -Wall -Wextra -Wno-unused-parameter
