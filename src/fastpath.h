@@ -59,16 +59,22 @@ HK_HIDDEN void *hk_malloc_slow(size_t size);
 HK_HIDDEN void hk_free_overflow(void *p);  /* p: the block just pushed */
 HK_HIDDEN void hk_free_slow(void *p);
 
+/* A block of class cls from the thread's cache, or NULL if it has none. */
+static inline __attribute__((always_inline)) void *hk_tcache_pop(unsigned cls) {
+  hk_tcache_t *tc = &hk_tc;
+  void *p = tc->head[cls];
+  if (hk_likely(p != NULL)) {
+    tc->head[cls] = *(void **)p;
+    tc->room[cls]++;
+  }
+  return p;
+}
+
 static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
   if (hk_likely(size <= HK_TABLE_MAX)) {
-    unsigned cls = hk_class_table[(size + 15) >> 4];  /* 0 until the process is set up */
-    hk_tcache_t *tc = &hk_tc;
-    void *p = tc->head[cls];
-    if (hk_likely(p != NULL)) {
-      tc->head[cls] = *(void **)p;
-      tc->room[cls]++;
-      return p;
-    }
+    /* class 0 until the process is set up: its list stays empty */
+    void *p = hk_tcache_pop(hk_class_table[(size + 15) >> 4]);
+    if (hk_likely(p != NULL)) return p;
   }
   return hk_malloc_slow(size);
 }

@@ -41,14 +41,8 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
 }
 
 void *hk_malloc_class(unsigned cls) {
-  hk_tcache_t *tc = &hk_tc;
-  void *p = tc->head[cls];
-  if (hk_likely(p != NULL)) {
-    tc->head[cls] = *(void **)p;
-    tc->room[cls]++;
-    return p;
-  }
-  return tcache_refill(tc, cls);
+  void *p = hk_tcache_pop(cls);
+  return hk_likely(p != NULL) ? p : tcache_refill(&hk_tc, cls);
 }
 
 void *hk_malloc_slow(size_t size) {

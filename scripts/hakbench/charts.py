@@ -17,7 +17,8 @@ set grid ytics
 set key outside top center horizontal
 {reference}
 set yrange [{ymin}:*]
-set xtics rotate by -30 nomirror
+set bmargin 4
+set xtics nomirror font "sans,9"
 $data << EOD
 {data}
 EOD
