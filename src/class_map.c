@@ -43,6 +43,13 @@ void hk_class_map_set(const void *start, size_t units, uint8_t value) {
   }
 }
 
+void hk_class_map_fork_lock(void) { pthread_mutex_lock(&leaf_lock); }
+
+void hk_class_map_fork_unlock(bool child) {
+  if (child) pthread_mutex_init(&leaf_lock, NULL);
+  else pthread_mutex_unlock(&leaf_lock);
+}
+
 uintptr_t hk_class_map_lookup(const void *p) {
   uintptr_t a = (uintptr_t)p;
   if (a >> HK_MAP_LEAF_SHIFT >= HK_MAP_ROOT_ENTRIES) return 0;

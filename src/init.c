@@ -6,16 +6,19 @@ atomic_bool hk_ready;
 pthread_key_t hk_thread_key;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Lock order: a class's central lock, then the SuperSlab lock. */
+/* Lock order: a class's central lock, the SuperSlab lock, the class map's. */
 static void fork_prepare(void) {
   hk_central_fork_lock();
   hk_superslab_fork_lock();
+  hk_class_map_fork_lock();
 }
 static void fork_parent(void) {
+  hk_class_map_fork_unlock(false);
   hk_superslab_fork_unlock(false);
   hk_central_fork_unlock(false);
 }
 static void fork_child(void) {
+  hk_class_map_fork_unlock(true);
   hk_superslab_fork_unlock(true);
   hk_central_fork_unlock(true);
 }

@@ -90,6 +90,8 @@ HK_HIDDEN void hk_class_map_init(void);
 HK_HIDDEN bool hk_class_map_reserve(const void *start, size_t size);  /* before any set there */
 HK_HIDDEN void hk_class_map_set(const void *start, size_t units, uint8_t value);
 HK_HIDDEN uintptr_t hk_class_map_lookup(const void *p);  /* any pointer; 0 if not hakmem's */
+HK_HIDDEN void hk_class_map_fork_lock(void);
+HK_HIDDEN void hk_class_map_fork_unlock(bool child);
 
 /* ---- central cache (central.c): per class, behind one lock ------------------ */
 HK_HIDDEN unsigned hk_central_take(unsigned cls, unsigned want, void **chain);
