@@ -2,7 +2,9 @@
  * thread cache holds.  Thread caches trade batches with it: a flush parks its
  * chain in a transfer slot in O(1) and a refill takes one back, so blocks move
  * between threads without being walked; only when the slots are full (or
- * empty) are blocks returned to (or carved from) their slabs. */
+ * empty) are blocks returned to (or carved from) their slabs.  Large classes
+ * (one block per slab) have nothing to share: their slabs come from and go
+ * back to the SuperSlabs directly, without the class lock. */
 #include "internal.h"
 
 typedef struct hk_batch {
@@ -64,7 +66,28 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
   return n;
 }
 
+/* A large block: a slab of its own. */
+static unsigned large_take(unsigned cls, void **chain) {
+  hk_slab_t *s = hk_slab_new(cls);
+  if (!s) return 0;
+  s->carved = 1;
+  *(void **)s->start = NULL;
+  *chain = s->start;
+  return 1;
+}
+
+static void large_put(unsigned cls, void *chain) {
+  while (chain) {
+    void *b = chain;
+    chain = *(void **)b;
+    hk_slab_t *s = hk_slab_of(b);
+    if (hk_unlikely(s->cls != cls || b != s->start)) hk_fatal("free(): invalid pointer", b);
+    hk_slab_release(s);
+  }
+}
+
 unsigned hk_central_take(unsigned cls, unsigned want, void **chain) {
+  if (hk_classes[cls].capacity == 1) return large_take(cls, chain);
   hk_central_t *c = &central[cls];
   pthread_mutex_lock(&c->lock);
   if (c->ntransfer) {
@@ -115,6 +138,10 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b) {
 }
 
 void hk_central_put(unsigned cls, void *chain, unsigned count) {
+  if (hk_classes[cls].capacity == 1) {
+    large_put(cls, chain);
+    return;
+  }
   hk_central_t *c = &central[cls];
   pthread_mutex_lock(&c->lock);
   if (c->ntransfer < hk_classes[cls].transfer_slots) {

@@ -35,12 +35,12 @@ static void list_remove(hk_superslab_t **list, hk_superslab_t *ss) {
  * slabs) are taken from the bottom, longer runs (large blocks) from the top,
  * so that long-lived small slabs do not cut up the space large blocks need. */
 static int find_run(uint64_t used, unsigned units) {
-  uint64_t mask = units == 64 ? ~0ull : ((1ull << units) - 1);
-  if (units == 1) return used == ~0ull ? -1 : __builtin_ctzll(~used);
-  for (int u = HK_SS_UNITS - (int)units; u >= 1; u--) {
-    if (((used >> u) & mask) == 0) return u;
-  }
-  return -1;
+  uint64_t free = ~used;
+  if (units == 1) return free ? __builtin_ctzll(free) : -1;
+  /* bit u of `starts` is set when units u .. u+units-1 are all free */
+  uint64_t starts = free;
+  for (unsigned i = 1; i < units && starts; i++) starts &= free >> i;
+  return starts ? 63 - __builtin_clzll(starts) : -1;
 }
 
 static void purge_due(uint64_t now, bool all);
