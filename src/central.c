@@ -76,16 +76,6 @@ static unsigned large_take(unsigned cls, void **chain) {
   return 1;
 }
 
-static void large_put(unsigned cls, void *chain) {
-  while (chain) {
-    void *b = chain;
-    chain = *(void **)b;
-    hk_slab_t *s = hk_slab_of(b);
-    if (hk_unlikely(s->cls != cls || b != s->start)) hk_fatal("free(): invalid pointer", b);
-    hk_slab_release(s);
-  }
-}
-
 unsigned hk_central_take(unsigned cls, unsigned want, void **chain) {
   if (hk_classes[cls].capacity == 1) return large_take(cls, chain);
   hk_central_t *c = &central[cls];
@@ -139,7 +129,7 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b) {
 
 void hk_central_put(unsigned cls, void *chain, unsigned count) {
   if (hk_classes[cls].capacity == 1) {
-    large_put(cls, chain);
+    hk_large_release(cls, chain);
     return;
   }
   hk_central_t *c = &central[cls];

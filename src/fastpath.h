@@ -43,6 +43,8 @@ typedef struct hk_tcache {
   void *head[HK_NCLASS + 1];    /* free blocks per class; head[0] stays NULL */
   int16_t room[HK_NCLASS + 1];  /* capacity - length; free overflows below 0 */
   uint8_t state;                /* HK_TC_*: zero-initialised TLS is UNINIT */
+  uint8_t arena;                /* SuperSlab arena of the thread's new slabs */
+  size_t large_bound;           /* at least the bytes of large blocks cached (slow paths only) */
 } hk_tcache_t;
 
 extern __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) HK_HIDDEN;

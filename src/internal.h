@@ -17,6 +17,8 @@
 #define HK_SLAB_MAX_UNITS 16                    /* a slab spans 1..16 units (up to 1 MiB) */
 #define HK_TRANSFER_SLOTS 8                     /* batches parked per class in the central cache */
 #define HK_LARGE_MIN ((size_t)32 * 1024)        /* classes above: one block per slab */
+#define HK_LARGE_CACHE ((size_t)2 << 20)        /* bytes of large blocks a thread may cache */
+#define HK_ARENAS 8                             /* independently locked sets of SuperSlabs */
 #define HK_PAGE_SIZE ((size_t)4096)
 #define HK_CACHELINE 64
 
@@ -39,6 +41,7 @@ typedef struct hk_class_info {
 } hk_class_info_t;
 
 extern hk_class_info_t hk_classes[HK_NCLASS + 1] HK_HIDDEN;
+extern unsigned hk_first_large_class HK_HIDDEN;
 HK_HIDDEN void hk_size_classes_init(void);
 
 /* Class of a size 1..HK_CLASS_MAX, by arithmetic (the table serves the fast path). */
@@ -65,6 +68,7 @@ typedef struct hk_superslab {
   uint64_t used;                      /* bitmap of units in use; bit 0 is this header */
   uint64_t dirty;                     /* free units whose pages may still be resident */
   uint64_t dirty_since;               /* when `dirty` last became non-zero (ms) */
+  uint8_t arena;                      /* the arena this SuperSlab belongs to */
   struct hk_superslab *next, *prev;   /* list of SuperSlabs with free units */
   uint8_t head_unit[HK_SS_UNITS];     /* first unit of the slab each unit belongs to */
   hk_slab_t slabs[HK_SS_UNITS];       /* descriptor of the slab headed by each unit */
@@ -79,8 +83,10 @@ static inline hk_slab_t *hk_slab_of(const void *p) {
   return &ss->slabs[ss->head_unit[unit]];
 }
 
-HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls);
+HK_HIDDEN unsigned hk_arena_assign(void);       /* the arena of a new thread */
+HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls);  /* from the calling thread's arena */
 HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
+HK_HIDDEN void hk_large_release(unsigned cls, void *chain);  /* blocks of one-block slabs */
 HK_HIDDEN void hk_superslab_purge(bool now);  /* decommit free units (all of them if now) */
 HK_HIDDEN void hk_superslab_fork_lock(void);
 HK_HIDDEN void hk_superslab_fork_unlock(bool child);

@@ -3,6 +3,7 @@
 
 uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1];
 hk_class_info_t hk_classes[HK_NCLASS + 1];
+unsigned hk_first_large_class;
 
 static uint32_t class_size(unsigned c) {
   if (c <= 16) return 16u * c;
@@ -36,11 +37,13 @@ void hk_size_classes_init(void) {
     ci->units = (uint8_t)slab_units(size);
     ci->capacity = (uint16_t)(ci->units * HK_UNIT_SIZE / size);
     /* Up to 64 KiB cached per class and thread: 16..512 blocks of up to
-     * 1 KiB, fewer of larger ones, one block up to 256 KiB (so a malloc/free
-     * pair of such a size takes no lock) and none above. */
+     * 1 KiB, fewer of larger ones.  Large blocks have no per-class capacity:
+     * every free of one asks hk_free_overflow, which keeps it while the
+     * thread's large blocks add up to at most HK_LARGE_CACHE bytes. */
     size_t cap = (64 * 1024) / size;
     if (size <= 1024) cap = hk_min(hk_max(cap, 16), 512);
-    else if (size <= 256 * 1024) cap = hk_max(cap, 1);
+    else if (size <= HK_LARGE_MIN) cap = hk_max(cap, 1);
+    else cap = 0;
     ci->cap = (int16_t)cap;
     /* A refill brings half a cache, carving at most about 8 KiB of fresh memory. */
     size_t batch = hk_max(cap / 2, 1);
@@ -48,6 +51,7 @@ void hk_size_classes_init(void) {
     /* Parked batches of large blocks would pin memory no other class can use. */
     ci->transfer_slots = size > HK_LARGE_MIN ? 0 : HK_TRANSFER_SLOTS;
   }
+  hk_first_large_class = hk_size_to_class(HK_LARGE_MIN + 1);
   for (unsigned i = 0; i <= HK_TABLE_MAX / 16; i++)
     hk_class_table[i] = (uint8_t)hk_size_to_class(i == 0 ? 1 : (size_t)i * 16);
 }

@@ -3,15 +3,30 @@
  * the warm pool (up to HAKMEM_WARM_POOL_SIZE) before they go back to the OS.
  * Units freed and not reused within HAKMEM_PURGE_DELAY_MS are decommitted
  * (madvise), so memory a program no longer uses leaves its RSS while units
- * that are reused at once cost no system call. */
+ * that are reused at once cost no system call.
+ *
+ * SuperSlabs are held by HK_ARENAS arenas, each behind its own lock; threads
+ * are spread over the arenas, and a slab goes back to the arena of its
+ * SuperSlab, so threads creating and giving back slabs (a large block is one)
+ * seldom meet on a lock. */
 #include <string.h>
 #include "internal.h"
 
-static pthread_mutex_t ss_lock = PTHREAD_MUTEX_INITIALIZER;
-static hk_superslab_t *ss_partial;          /* SuperSlabs with free units */
-static hk_superslab_t *warm_pool;           /* empty SuperSlabs kept mapped */
-static unsigned warm_count;
-static uint64_t oldest_dirty = UINT64_MAX;  /* earliest dirty_since not yet purged */
+typedef struct hk_arena {
+  pthread_mutex_t lock;
+  hk_superslab_t *partial;   /* SuperSlabs with free units */
+  hk_superslab_t *warm;      /* empty SuperSlabs kept mapped */
+  unsigned warm_count;
+  uint64_t oldest_dirty;     /* earliest dirty_since not yet purged */
+} __attribute__((aligned(HK_CACHELINE))) hk_arena_t;
+
+static hk_arena_t arenas[HK_ARENAS] = {
+    [0 ... HK_ARENAS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER, .oldest_dirty = UINT64_MAX}};
+static atomic_uint next_arena;
+
+unsigned hk_arena_assign(void) {
+  return atomic_fetch_add_explicit(&next_arena, 1, memory_order_relaxed) % HK_ARENAS;
+}
 
 static uint64_t units_mask(unsigned unit, unsigned units) {
   return (units == 64 ? ~0ull : (1ull << units) - 1) << unit;
@@ -43,19 +58,19 @@ static int find_run(uint64_t used, unsigned units) {
   return starts ? 63 - __builtin_clzll(starts) : -1;
 }
 
-static void purge_due(uint64_t now, bool all);
+static void purge_due(hk_arena_t *a, uint64_t now, bool all);
 
 /* A SuperSlab for new slabs: from the warm pool, else newly mapped (after
  * giving back what has waited its purge delay: new memory is a moment the
- * process grows).  Called with ss_lock held. */
-static hk_superslab_t *superslab_get(void) {
-  hk_superslab_t *ss = warm_pool;
+ * process grows).  Called with the arena's lock held. */
+static hk_superslab_t *superslab_get(hk_arena_t *a) {
+  hk_superslab_t *ss = a->warm;
   if (ss) {
-    warm_pool = ss->next;
-    warm_count--;
+    a->warm = ss->next;
+    a->warm_count--;
     return ss;
   }
-  purge_due(hk_os_now_ms(), false);
+  purge_due(a, hk_os_now_ms(), false);
   ss = hk_os_map_aligned(HK_SS_SIZE, HK_SS_SIZE);
   if (!ss) return NULL;
   if (!hk_class_map_reserve(ss, HK_SS_SIZE)) {
@@ -63,6 +78,7 @@ static hk_superslab_t *superslab_get(void) {
     return NULL;
   }
   ss->used = 1;  /* unit 0: this header; fresh mappings are zero otherwise */
+  ss->arena = (uint8_t)(a - arenas);
   return ss;
 }
 
@@ -78,12 +94,12 @@ static void purge_superslab(hk_superslab_t *ss) {
   ss->dirty = 0;
 }
 
-/* Decommits the free units of every SuperSlab whose units have waited the
- * purge delay (or of all, if `all`).  Called with ss_lock held. */
-static void purge_due(uint64_t now, bool all) {
-  if (!all && (oldest_dirty == UINT64_MAX || now - oldest_dirty < hk_opt.purge_delay_ms)) return;
+/* Decommits the free units of the arena's SuperSlabs whose units have waited
+ * the purge delay (or of all, if `all`).  Called with the arena's lock held. */
+static void purge_due(hk_arena_t *a, uint64_t now, bool all) {
+  if (!all && (a->oldest_dirty == UINT64_MAX || now - a->oldest_dirty < hk_opt.purge_delay_ms)) return;
   uint64_t oldest = UINT64_MAX;
-  hk_superslab_t *lists[2] = {ss_partial, warm_pool};
+  hk_superslab_t *lists[2] = {a->partial, a->warm};
   for (int l = 0; l < 2; l++) {
     for (hk_superslab_t *ss = lists[l]; ss; ss = ss->next) {
       if (!ss->dirty) continue;
@@ -91,32 +107,33 @@ static void purge_due(uint64_t now, bool all) {
       else if (ss->dirty_since < oldest) oldest = ss->dirty_since;
     }
   }
-  oldest_dirty = oldest;
+  a->oldest_dirty = oldest;
 }
 
 hk_slab_t *hk_slab_new(unsigned cls) {
   const hk_class_info_t *ci = &hk_classes[cls];
-  pthread_mutex_lock(&ss_lock);
+  hk_arena_t *a = &arenas[hk_tc.arena];
+  pthread_mutex_lock(&a->lock);
   hk_superslab_t *ss;
   int unit = -1;
-  for (ss = ss_partial; ss; ss = ss->next) {
+  for (ss = a->partial; ss; ss = ss->next) {
     unit = find_run(ss->used, ci->units);
     if (unit >= 0) break;
   }
   if (!ss) {
-    ss = superslab_get();
+    ss = superslab_get(a);
     if (!ss) {
-      pthread_mutex_unlock(&ss_lock);
+      pthread_mutex_unlock(&a->lock);
       return NULL;
     }
-    list_push(&ss_partial, ss);
+    list_push(&a->partial, ss);
     unit = find_run(ss->used, ci->units);
   }
   uint64_t bits = units_mask((unsigned)unit, ci->units);
   ss->used |= bits;
   ss->dirty &= ~bits;  /* reused before it was purged: no system call */
-  if (ss->used == ~0ull) list_remove(&ss_partial, ss);
-  pthread_mutex_unlock(&ss_lock);
+  if (ss->used == ~0ull) list_remove(&a->partial, ss);
+  pthread_mutex_unlock(&a->lock);
 
   for (unsigned i = 0; i < ci->units; i++) ss->head_unit[unit + i] = (uint8_t)unit;
   hk_slab_t *slab = &ss->slabs[unit];
@@ -133,47 +150,88 @@ hk_slab_t *hk_slab_new(unsigned cls) {
   return slab;
 }
 
-void hk_slab_release(hk_slab_t *slab) {
+/* Gives a slab's units back to its SuperSlab; called with its arena's lock held. */
+static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab, uint64_t now) {
   hk_superslab_t *ss = hk_superslab_of(slab);
   unsigned unit = (unsigned)(slab - ss->slabs);
   unsigned units = slab->units;
   hk_class_map_set(slab->start, units, 0);
   slab->cls = 0;
-  uint64_t now = hk_os_now_ms();
-  pthread_mutex_lock(&ss_lock);
   bool was_full = ss->used == ~0ull;
   uint64_t bits = units_mask(unit, units);
   ss->used &= ~bits;
   if (!ss->dirty) {
     ss->dirty_since = now;
-    if (now < oldest_dirty) oldest_dirty = now;
+    if (now < a->oldest_dirty) a->oldest_dirty = now;
   }
   ss->dirty |= bits;
-  if (was_full) list_push(&ss_partial, ss);
+  if (was_full) list_push(&a->partial, ss);
   if (ss->used == 1) {
-    list_remove(&ss_partial, ss);
-    if (warm_count < hk_opt.warm_pool_size) {
-      ss->next = warm_pool;
-      warm_pool = ss;
-      warm_count++;
+    list_remove(&a->partial, ss);
+    if (a->warm_count < hk_opt.warm_pool_size) {
+      ss->next = a->warm;
+      a->warm = ss;
+      a->warm_count++;
     } else {
       hk_os_unmap(ss, HK_SS_SIZE);
     }
   }
-  purge_due(now, false);
-  pthread_mutex_unlock(&ss_lock);
+}
+
+static hk_arena_t *arena_of(const hk_slab_t *slab) { return &arenas[hk_superslab_of(slab)->arena]; }
+
+void hk_slab_release(hk_slab_t *slab) {
+  uint64_t now = hk_os_now_ms();
+  hk_arena_t *a = arena_of(slab);
+  pthread_mutex_lock(&a->lock);
+  slab_release_locked(a, slab, now);
+  purge_due(a, now, false);
+  pthread_mutex_unlock(&a->lock);
+}
+
+/* Releases the one-block slabs of a chain of large blocks of class cls,
+ * taking each arena's lock once for a run of blocks from that arena. */
+void hk_large_release(unsigned cls, void *chain) {
+  uint64_t now = hk_os_now_ms();
+  hk_arena_t *locked = NULL;
+  while (chain) {
+    void *b = chain;
+    chain = *(void **)b;
+    hk_slab_t *s = hk_slab_of(b);
+    if (hk_unlikely(s->cls != cls || b != s->start)) hk_fatal("free(): invalid pointer", b);
+    hk_arena_t *a = arena_of(s);
+    if (a != locked) {
+      if (locked) {
+        purge_due(locked, now, false);
+        pthread_mutex_unlock(&locked->lock);
+      }
+      pthread_mutex_lock(&a->lock);
+      locked = a;
+    }
+    slab_release_locked(a, s, now);
+  }
+  if (locked) {
+    purge_due(locked, now, false);
+    pthread_mutex_unlock(&locked->lock);
+  }
 }
 
 void hk_superslab_purge(bool all) {
   uint64_t now = hk_os_now_ms();
-  pthread_mutex_lock(&ss_lock);
-  purge_due(now, all);
-  pthread_mutex_unlock(&ss_lock);
+  for (unsigned i = 0; i < HK_ARENAS; i++) {
+    pthread_mutex_lock(&arenas[i].lock);
+    purge_due(&arenas[i], now, all);
+    pthread_mutex_unlock(&arenas[i].lock);
+  }
 }
 
-void hk_superslab_fork_lock(void) { pthread_mutex_lock(&ss_lock); }
+void hk_superslab_fork_lock(void) {
+  for (unsigned i = 0; i < HK_ARENAS; i++) pthread_mutex_lock(&arenas[i].lock);
+}
 
 void hk_superslab_fork_unlock(bool child) {
-  if (child) pthread_mutex_init(&ss_lock, NULL);
-  else pthread_mutex_unlock(&ss_lock);
+  for (unsigned i = 0; i < HK_ARENAS; i++) {
+    if (child) pthread_mutex_init(&arenas[i].lock, NULL);
+    else pthread_mutex_unlock(&arenas[i].lock);
+  }
 }

@@ -51,8 +51,18 @@ void *hk_malloc_slow(size_t size) {
   return hk_malloc_class(hk_size_to_class(size));
 }
 
+/* Bytes of large blocks in the thread's cache (their rooms count down from 0). */
+static size_t large_cached_bytes(const hk_tcache_t *tc) {
+  size_t bytes = 0;
+  for (unsigned c = hk_first_large_class; c <= HK_NCLASS; c++)
+    bytes += (size_t)-tc->room[c] * hk_classes[c].size;
+  return bytes;
+}
+
 /* The list outgrew its capacity: keep the newest half, whose blocks are the
- * likeliest to be in cache, and give the rest to the central cache. */
+ * likeliest to be in cache, and give the rest to the central cache.  A large
+ * block stays while the thread's large blocks fit HK_LARGE_CACHE; past that
+ * its class's list goes back. */
 void hk_free_overflow(void *p) {
   unsigned cls = (unsigned)hk_map_get(p);
   hk_tcache_t *tc = &hk_tc;
@@ -65,6 +75,18 @@ void hk_free_overflow(void *p) {
     if (tc->room[cls] >= 0) return;
   }
   int cap = hk_classes[cls].cap;
+  if (cap == 0) {
+    /* The bound grows with every large block kept; mallocs shrink the real
+     * figure unseen, so it is recounted only when the bound passes the budget. */
+    tc->large_bound += hk_classes[cls].size;
+    if (tc->large_bound <= HK_LARGE_CACHE) return;
+    tc->large_bound = large_cached_bytes(tc);
+    if (tc->large_bound > HK_LARGE_CACHE) {
+      tc->large_bound -= (size_t)-tc->room[cls] * hk_classes[cls].size;
+      tcache_drain(tc, cls, 0, 0);
+    }
+    return;
+  }
   unsigned count = (unsigned)(cap - tc->room[cls]);
   unsigned keep = (unsigned)cap / 2;
   if (keep == 0) {
@@ -93,6 +115,7 @@ void hk_free_slow(void *p) {
 void hk_thread_init(hk_tcache_t *tc) {
   hk_process_init();
   for (unsigned c = 1; c <= HK_NCLASS; c++) tc->room[c] = (int16_t)(tc->room[c] + hk_classes[c].cap);
+  tc->arena = (uint8_t)hk_arena_assign();
   tc->state = HK_TC_ACTIVE;
   pthread_setspecific(hk_thread_key, tc);  /* arms hk_thread_exit */
 }
