@@ -42,7 +42,7 @@ void hk_size_classes_init(void) {
      * thread's large blocks add up to at most HK_LARGE_CACHE bytes. */
     size_t cap = (64 * 1024) / size;
     if (size <= 1024) cap = hk_min(hk_max(cap, 16), 512);
-    else if (size <= HK_LARGE_MIN) cap = hk_max(cap, 1);
+    else if (size <= HK_LARGE_MIN) cap = hk_max(2 * cap, 1);
     else cap = 0;
     ci->cap = (int16_t)cap;
     /* A refill brings half a cache, carving at most about 8 KiB of fresh memory. */
