@@ -36,13 +36,14 @@ void hk_size_classes_init(void) {
     ci->size = size;
     ci->units = (uint8_t)slab_units(size);
     ci->capacity = (uint16_t)(ci->units * HK_UNIT_SIZE / size);
-    /* Up to 64 KiB cached per class and thread: 16..512 blocks of up to
-     * 1 KiB, fewer of larger ones.  Large blocks have no per-class capacity:
-     * every free of one asks hk_free_overflow, which keeps it while the
-     * thread's large blocks add up to at most HK_LARGE_CACHE bytes. */
+    /* Per class and thread: 16..512 blocks of up to 1 KiB (about 64 KiB),
+     * about 128 KiB of 1..32 KiB blocks (2..128 of them).  Large blocks have
+     * no per-class capacity: every free of one asks hk_free_overflow, which
+     * keeps it while the thread's large blocks add up to at most
+     * HK_LARGE_CACHE bytes. */
     size_t cap = (64 * 1024) / size;
     if (size <= 1024) cap = hk_min(hk_max(cap, 16), 512);
-    else if (size <= HK_LARGE_MIN) cap = hk_max(2 * cap, 1);
+    else if (size <= HK_LARGE_MIN) cap = (128 * 1024) / size;
     else cap = 0;
     ci->cap = (int16_t)cap;
     /* A refill brings half a cache, carving at most about 8 KiB of fresh memory. */
