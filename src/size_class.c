@@ -37,7 +37,7 @@ void hk_size_classes_init(void) {
     ci->units = (uint8_t)slab_units(size);
     ci->capacity = (uint16_t)(ci->units * HK_UNIT_SIZE / size);
     /* Per class and thread: 16..512 blocks of up to 1 KiB (about 64 KiB),
-     * about 128 KiB of 1..32 KiB blocks (2..128 of them).  Large blocks have
+     * about 128 KiB of 1..32 KiB blocks (113 down to 4 of them).  Large blocks have
      * no per-class capacity: every free of one asks hk_free_overflow, which
      * keeps it while the thread's large blocks add up to at most
      * HK_LARGE_CACHE bytes. */
