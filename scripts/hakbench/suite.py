@@ -27,6 +27,9 @@ SUITE = (
     ),
     Bench("mixed_large", "mixed_large", (500000, 500, 1), (60000, 500, 1), (1000, 50, 1)),
     Bench("larson", "larson", (2, 1.0, 1000, 1), (2, 0.2, 1000, 1), (2, 0.02, 100, 1)),
+    # the same server workload with buffers up to 64 KiB: half the blocks are large
+    Bench("larson-64k", "larson", (2, 1.0, 1000, 1, 16, 65536), (2, 0.2, 1000, 1, 16, 65536),
+          (2, 0.02, 100, 1, 16, 65536)),
     Bench("prodcons", "prodcons", (10000000, 1024, 1), (2000000, 1024, 1), (10000, 64, 1)),
 )
 
