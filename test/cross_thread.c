@@ -61,15 +61,7 @@ static void *consumer(void *arg) {
 }
 
 static void producers_and_consumers(void) {
-  pthread_t prod[PRODUCERS], cons[CONSUMERS];
-  int i;
-  for (i = 0; i < QUEUES; i++) block_queue_init(&queues[i], PRODUCERS / QUEUES);
-  for (i = 0; i < CONSUMERS; i++)
-    CHECK(pthread_create(&cons[i], NULL, consumer, (void *)(uintptr_t)i) == 0);
-  for (i = 0; i < PRODUCERS; i++)
-    CHECK(pthread_create(&prod[i], NULL, producer, (void *)(uintptr_t)i) == 0);
-  for (i = 0; i < PRODUCERS; i++) CHECK(pthread_join(prod[i], NULL) == 0);
-  for (i = 0; i < CONSUMERS; i++) CHECK(pthread_join(cons[i], NULL) == 0);
+  run_producers_consumers(queues, QUEUES, producer, PRODUCERS, consumer, CONSUMERS);
   CHECK_EQ(produced, (unsigned long long)PRODUCERS * ITEMS);
   CHECK_EQ(consumed, produced);
 }

@@ -416,6 +416,24 @@ static inline void block_queue_producer_done(block_queue_t *q) {
   pthread_mutex_unlock(&q->lock);
 }
 
+/* Runs `consumers` threads of consumer and `producers` of producer (each given
+ * its index as argument) over `queues` block queues shared by the producers in
+ * turn, and joins them all. */
+enum { MAX_QUEUE_THREADS = 16 };
+static inline void run_producers_consumers(block_queue_t *queues, int nqueues, void *(*producer)(void *),
+                                           int producers, void *(*consumer)(void *), int consumers) {
+  pthread_t prod[MAX_QUEUE_THREADS], cons[MAX_QUEUE_THREADS];
+  int i;
+  CHECK(producers <= MAX_QUEUE_THREADS && consumers <= MAX_QUEUE_THREADS);
+  for (i = 0; i < nqueues; i++) block_queue_init(&queues[i], producers / nqueues);
+  for (i = 0; i < consumers; i++)
+    CHECK(pthread_create(&cons[i], NULL, consumer, (void *)(uintptr_t)i) == 0);
+  for (i = 0; i < producers; i++)
+    CHECK(pthread_create(&prod[i], NULL, producer, (void *)(uintptr_t)i) == 0);
+  for (i = 0; i < producers; i++) CHECK(pthread_join(prod[i], NULL) == 0);
+  for (i = 0; i < consumers; i++) CHECK(pthread_join(cons[i], NULL) == 0);
+}
+
 #ifdef __cplusplus
 }
 #endif
