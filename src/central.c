@@ -66,18 +66,11 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
   return n;
 }
 
-/* A large block: a slab of its own. */
-static unsigned large_take(unsigned cls, void **chain) {
-  hk_slab_t *s = hk_slab_new(cls);
-  if (!s) return 0;
-  s->carved = 1;
-  *(void **)s->start = NULL;
-  *chain = s->start;
-  return 1;
-}
-
 unsigned hk_central_take(unsigned cls, unsigned want, void **chain) {
-  if (hk_classes[cls].capacity == 1) return large_take(cls, chain);
+  if (hk_classes[cls].capacity == 1) {
+    *chain = hk_large_take(cls);
+    return *chain != NULL;
+  }
   hk_central_t *c = &central[cls];
   pthread_mutex_lock(&c->lock);
   if (c->ntransfer) {
@@ -118,7 +111,7 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b) {
   s->free = b;
   s->nfree++;
   if (slab_is_empty(s)) {
-    if (c->nempty == 0 && hk_classes[cls].transfer_slots) {  /* small classes keep one */
+    if (c->nempty == 0) {  /* keep one */
       c->nempty = 1;
     } else {
       partial_remove(c, s);
@@ -134,7 +127,7 @@ void hk_central_put(unsigned cls, void *chain, unsigned count) {
   }
   hk_central_t *c = &central[cls];
   pthread_mutex_lock(&c->lock);
-  if (c->ntransfer < hk_classes[cls].transfer_slots) {
+  if (c->ntransfer < HK_TRANSFER_SLOTS) {
     c->transfer[c->ntransfer++] = (hk_batch_t){chain, count};
     pthread_mutex_unlock(&c->lock);
     return;

@@ -35,7 +35,6 @@ typedef struct hk_class_info {
   uint32_t size;           /* block size */
   uint16_t capacity;       /* blocks in one slab */
   uint8_t units;           /* 64 KiB units one slab spans */
-  uint8_t transfer_slots;  /* batches the central cache may park (0 for large classes) */
   int16_t cap;             /* thread cache capacity (blocks) */
   uint16_t batch;          /* blocks moved from the central cache per refill */
 } hk_class_info_t;
@@ -86,7 +85,8 @@ static inline hk_slab_t *hk_slab_of(const void *p) {
 HK_HIDDEN unsigned hk_arena_assign(void);       /* the arena of a new thread */
 HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls);  /* from the calling thread's arena */
 HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
-HK_HIDDEN void hk_large_release(unsigned cls, void *chain);  /* blocks of one-block slabs */
+HK_HIDDEN void *hk_large_take(unsigned cls);                 /* large classes: one-block slabs */
+HK_HIDDEN void hk_large_release(unsigned cls, void *chain);
 HK_HIDDEN void hk_superslab_purge(bool now);  /* decommit free units (all of them if now) */
 HK_HIDDEN void hk_superslab_fork_lock(void);
 HK_HIDDEN void hk_superslab_fork_unlock(bool child);

@@ -49,8 +49,6 @@ void hk_size_classes_init(void) {
     /* A refill brings half a cache, carving at most about 8 KiB of fresh memory. */
     size_t batch = hk_max(cap / 2, 1);
     ci->batch = (uint16_t)hk_min(batch, hk_max((size_t)8192 / size, 2));
-    /* Parked batches of large blocks would pin memory no other class can use. */
-    ci->transfer_slots = size > HK_LARGE_MIN ? 0 : HK_TRANSFER_SLOTS;
   }
   hk_first_large_class = hk_size_to_class(HK_LARGE_MIN + 1);
   for (unsigned i = 0; i <= HK_TABLE_MAX / 16; i++)

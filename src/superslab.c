@@ -189,6 +189,15 @@ void hk_slab_release(hk_slab_t *slab) {
   pthread_mutex_unlock(&a->lock);
 }
 
+/* A large block: the only block of a new slab. */
+void *hk_large_take(unsigned cls) {
+  hk_slab_t *s = hk_slab_new(cls);
+  if (!s) return NULL;
+  s->carved = 1;
+  *(void **)s->start = NULL;
+  return s->start;
+}
+
 /* Releases the one-block slabs of a chain of large blocks of class cls,
  * taking each arena's lock once for a run of blocks from that arena. */
 void hk_large_release(unsigned cls, void *chain) {
