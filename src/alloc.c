@@ -3,9 +3,6 @@
 #include <string.h>
 #include "internal.h"
 
-void *hk_malloc(size_t size) { return hk_malloc_fast(size); }
-void hk_free(void *p) { hk_free_fast(p); }
-
 void *hk_calloc(size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) {

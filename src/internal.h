@@ -118,7 +118,6 @@ HK_HIDDEN void *hk_huge_realloc(void *p, size_t size);
 HK_HIDDEN size_t hk_huge_usable_size(const void *p);  /* 0 if p is not a huge block */
 
 /* ---- OS layer (os.c) -------------------------------------------------------- */
-HK_HIDDEN void *hk_os_map(size_t size);
 HK_HIDDEN void *hk_os_map_aligned(size_t size, size_t alignment);
 HK_HIDDEN void hk_os_unmap(void *p, size_t size);
 HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target);
@@ -146,8 +145,6 @@ static inline void hk_process_init(void) {
 }
 
 /* ---- allocation entry points shared by the C and C++ API (alloc.c) --------- */
-HK_HIDDEN void *hk_malloc(size_t size);
-HK_HIDDEN void hk_free(void *p);
 HK_HIDDEN void *hk_aligned(size_t alignment, size_t size);
 HK_HIDDEN void *hk_calloc(size_t count, size_t size);
 HK_HIDDEN void *hk_realloc(void *p, size_t size);

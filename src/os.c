@@ -29,12 +29,6 @@ static void unmap_raw(void *p, size_t size) {
   munmap(p, size);
 }
 
-void *hk_os_map(size_t size) {
-  void *p = map_at(NULL, size, 0);
-  if (p) account_mapped(size);
-  return p;
-}
-
 /* Mappings come top-down, so the address just below the last aligned one is
  * usually free and aligned: try it first, then fall back to over-mapping and
  * trimming (three calls instead of one). */
