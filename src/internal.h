@@ -17,7 +17,9 @@
 #define HK_SLAB_MAX_UNITS 16                    /* a slab spans 1..16 units (up to 1 MiB) */
 #define HK_TRANSFER_SLOTS 8                     /* batches parked per class in the central cache */
 #define HK_LARGE_MIN ((size_t)32 * 1024)        /* classes above: one block per slab */
-#define HK_LARGE_CACHE ((size_t)2 << 20)        /* bytes of large blocks a thread may cache */
+#define HK_LARGE_CACHE ((size_t)2 << 20)        /* bytes of large blocks a thread may cache, */
+#define HK_LARGE_CACHE_MIN ((size_t)256 << 10)  /* down to this when many threads share */
+#define HK_LARGE_CACHE_ALL ((size_t)64 << 20)   /* the process-wide budget */
 #define HK_ARENAS 8                             /* independently locked sets of SuperSlabs */
 #define HK_PAGE_SIZE ((size_t)4096)
 #define HK_CACHELINE 64

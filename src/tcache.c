@@ -51,6 +51,14 @@ void *hk_malloc_slow(size_t size) {
   return hk_malloc_class(hk_size_to_class(size));
 }
 
+static atomic_uint live_threads;  /* threads with an active cache */
+
+/* A thread's share of the process-wide budget for cached large blocks. */
+static size_t large_budget(void) {
+  size_t threads = hk_max(atomic_load_explicit(&live_threads, memory_order_relaxed), 1u);
+  return hk_min(HK_LARGE_CACHE, hk_max(HK_LARGE_CACHE_ALL / threads, HK_LARGE_CACHE_MIN));
+}
+
 /* Bytes of large blocks in the thread's cache (their rooms count down from 0). */
 static size_t large_cached_bytes(const hk_tcache_t *tc) {
   size_t bytes = 0;
@@ -61,8 +69,8 @@ static size_t large_cached_bytes(const hk_tcache_t *tc) {
 
 /* The list outgrew its capacity: keep the newest half, whose blocks are the
  * likeliest to be in cache, and give the rest to the central cache.  A large
- * block stays while the thread's large blocks fit HK_LARGE_CACHE; past that
- * its class's list goes back. */
+ * block stays while the thread's large blocks fit its budget; past that its
+ * class's list goes back. */
 void hk_free_overflow(void *p) {
   unsigned cls = (unsigned)hk_map_get(p);
   hk_tcache_t *tc = &hk_tc;
@@ -78,10 +86,11 @@ void hk_free_overflow(void *p) {
   if (cap == 0) {
     /* The bound grows with every large block kept; mallocs shrink the real
      * figure unseen, so it is recounted only when the bound passes the budget. */
+    size_t budget = large_budget();
     tc->large_bound += hk_classes[cls].size;
-    if (tc->large_bound <= HK_LARGE_CACHE) return;
+    if (tc->large_bound <= budget) return;
     tc->large_bound = large_cached_bytes(tc);
-    if (tc->large_bound > HK_LARGE_CACHE) {
+    if (tc->large_bound > budget) {
       tc->large_bound -= (size_t)-tc->room[cls] * hk_classes[cls].size;
       tcache_drain(tc, cls, 0, 0);
     }
@@ -116,6 +125,7 @@ void hk_thread_init(hk_tcache_t *tc) {
   hk_process_init();
   for (unsigned c = 1; c <= HK_NCLASS; c++) tc->room[c] = (int16_t)(tc->room[c] + hk_classes[c].cap);
   tc->arena = (uint8_t)hk_arena_assign();
+  atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
   tc->state = HK_TC_ACTIVE;
   pthread_setspecific(hk_thread_key, tc);  /* arms hk_thread_exit */
 }
@@ -132,6 +142,7 @@ void hk_thread_exit(void *arg) {
   hk_tcache_t *tc = &hk_tc;
   if (tc->state != HK_TC_ACTIVE) return;
   tc->state = HK_TC_DEAD;
+  atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
   for (unsigned c = 1; c <= HK_NCLASS; c++) tcache_drain(tc, c, hk_classes[c].cap, 0);
   hk_superslab_purge(false);
 }
