@@ -52,7 +52,10 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
     n++;
   }
   s->nfree = (uint16_t)(s->nfree - n);
-  unsigned fresh = hk_min(want - n, (unsigned)(s->capacity - s->carved));
+  /* Fresh blocks: at most a page's worth per refill, so memory is touched only
+   * as a class really uses it. */
+  unsigned page_blocks = hk_max(4096u / s->block_size, 1u);
+  unsigned fresh = hk_min(hk_min(want - n, page_blocks), (unsigned)(s->capacity - s->carved));
   if (fresh) {
     uint8_t *first = s->start + (size_t)s->carved * s->block_size;
     uint8_t *b = first;
@@ -92,6 +95,7 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain) {
     if (slab_is_empty(s)) c->nempty--;
     n += slab_take(s, want - n, &head);
     if (slab_is_full(s)) partial_remove(c, s);
+    else if (!s->free) break;  /* stopped at its page of fresh blocks: enough for now */
   }
   pthread_mutex_unlock(&c->lock);
   *chain = head;
