@@ -46,7 +46,8 @@ void hk_size_classes_init(void) {
     else if (size <= HK_LARGE_MIN) cap = (128 * 1024) / size;
     else cap = 0;
     ci->cap = (int16_t)cap;
-    /* A refill brings half a cache, carving at most about 8 KiB of fresh memory. */
+    /* A refill brings half a cache, at most about 8 KiB of blocks (and of
+     * those at most a page of never-used ones: see slab_take). */
     size_t batch = hk_max(cap / 2, 1);
     ci->batch = (uint16_t)hk_min(batch, hk_max((size_t)8192 / size, 2));
   }
