@@ -70,7 +70,7 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
 }
 
 unsigned hk_central_take(unsigned cls, unsigned want, void **chain) {
-  if (hk_classes[cls].capacity == 1) {
+  if (hk_class_is_large(cls)) {
     *chain = hk_large_take(cls);
     return *chain != NULL;
   }
@@ -125,7 +125,7 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b) {
 }
 
 void hk_central_put(unsigned cls, void *chain, unsigned count) {
-  if (hk_classes[cls].capacity == 1) {
+  if (hk_class_is_large(cls)) {
     hk_large_release(cls, chain);
     return;
   }

@@ -131,7 +131,6 @@ typedef struct hk_class_info {
 } hk_class_info_t;
 
 extern hk_class_info_t hk_classes[HK_NCLASS + 1] HK_HIDDEN;
-extern unsigned hk_first_large_class HK_HIDDEN;
 HK_HIDDEN void hk_size_classes_init(void);
 
 /* Class of a size 1..HK_CLASS_MAX, by arithmetic (the table serves the fast path). */
@@ -140,6 +139,11 @@ static inline unsigned hk_size_to_class(size_t n) {
   unsigned b = 63u - (unsigned)__builtin_clzl(n - 1);  /* n-1 in [2^b, 2^(b+1)) */
   return 17u + (b - 8u) * 8u + (unsigned)((n - 1) >> (b - 3)) - 8u;
 }
+
+/* Large classes (above HK_LARGE_MIN): one block per slab, no central cache,
+ * a thread cache bounded by bytes rather than by count. */
+#define HK_FIRST_LARGE_CLASS hk_size_to_class(HK_LARGE_MIN + 1)
+static inline bool hk_class_is_large(unsigned cls) { return cls >= HK_FIRST_LARGE_CLASS; }
 
 /* ---- slabs and SuperSlabs (superslab.c) ------------------------------------ */
 typedef struct hk_slab {

@@ -3,7 +3,6 @@
 
 uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1];
 hk_class_info_t hk_classes[HK_NCLASS + 1];
-unsigned hk_first_large_class;
 
 static uint32_t class_size(unsigned c) {
   if (c <= 16) return 16u * c;
@@ -51,7 +50,6 @@ void hk_size_classes_init(void) {
     size_t batch = hk_max(cap / 2, 1);
     ci->batch = (uint16_t)hk_min(batch, hk_max((size_t)8192 / size, 2));
   }
-  hk_first_large_class = hk_size_to_class(HK_LARGE_MIN + 1);
   for (unsigned i = 0; i <= HK_TABLE_MAX / 16; i++)
     hk_class_table[i] = (uint8_t)hk_size_to_class(i == 0 ? 1 : (size_t)i * 16);
 }

@@ -62,7 +62,7 @@ static size_t large_budget(void) {
 /* Bytes of large blocks in the thread's cache (their rooms count down from 0). */
 static size_t large_cached_bytes(const hk_tcache_t *tc) {
   size_t bytes = 0;
-  for (unsigned c = hk_first_large_class; c <= HK_NCLASS; c++)
+  for (unsigned c = HK_FIRST_LARGE_CLASS; c <= HK_NCLASS; c++)
     bytes += (size_t)-tc->room[c] * hk_classes[c].size;
   return bytes;
 }
@@ -82,8 +82,7 @@ void hk_free_overflow(void *p) {
     hk_thread_init(tc);
     if (tc->room[cls] >= 0) return;
   }
-  int cap = hk_classes[cls].cap;
-  if (cap == 0) {
+  if (hk_class_is_large(cls)) {
     /* The bound grows with every large block kept; mallocs shrink the real
      * figure unseen, so it is recounted only when the bound passes the budget. */
     size_t budget = large_budget();
@@ -96,6 +95,7 @@ void hk_free_overflow(void *p) {
     }
     return;
   }
+  int cap = hk_classes[cls].cap;
   unsigned count = (unsigned)(cap - tc->room[cls]);
   unsigned keep = (unsigned)cap / 2;
   if (keep == 0) {
