@@ -22,20 +22,6 @@ typedef struct hk_central {
 
 static hk_central_t central[HK_NCLASS + 1] = {[0 ... HK_NCLASS] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 
-static void partial_push(hk_central_t *c, hk_slab_t *s) {
-  s->prev = NULL;
-  s->next = c->partial;
-  if (c->partial) c->partial->prev = s;
-  c->partial = s;
-}
-
-static void partial_remove(hk_central_t *c, hk_slab_t *s) {
-  if (s->prev) s->prev->next = s->next;
-  else c->partial = s->next;
-  if (s->next) s->next->prev = s->prev;
-  s->next = s->prev = NULL;
-}
-
 static bool slab_is_full(const hk_slab_t *s) { return s->free == NULL && s->carved == s->capacity; }
 static bool slab_is_empty(const hk_slab_t *s) { return s->nfree == s->carved; }
 
@@ -89,12 +75,12 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain) {
     if (!s) {
       s = hk_slab_new(cls);
       if (!s) break;
-      partial_push(c, s);
+      hk_list_push(&c->partial, s);
       c->nempty++;
     }
     if (slab_is_empty(s)) c->nempty--;
     n += slab_take(s, want - n, &head);
-    if (slab_is_full(s)) partial_remove(c, s);
+    if (slab_is_full(s)) hk_list_remove(&c->partial, s);
     else if (!s->free) break;  /* stopped at its page of fresh blocks: enough for now */
   }
   pthread_mutex_unlock(&c->lock);
@@ -110,7 +96,7 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b) {
 #if HAK_CHECKS
   if ((size_t)((uint8_t *)b - s->start) % s->block_size != 0) hk_fatal("free(): pointer inside a block", b);
 #endif
-  if (slab_is_full(s)) partial_push(c, s);
+  if (slab_is_full(s)) hk_list_push(&c->partial, s);
   *(void **)b = s->free;
   s->free = b;
   s->nfree++;
@@ -118,7 +104,7 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b) {
     if (c->nempty == 0) {  /* keep one */
       c->nempty = 1;
     } else {
-      partial_remove(c, s);
+      hk_list_remove(&c->partial, s);
       hk_slab_release(s);
     }
   }

@@ -117,6 +117,24 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define hk_max(a, b) ((a) > (b) ? (a) : (b))
 
 static inline size_t hk_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+/* Doubly linked lists of slabs or SuperSlabs: any struct with `next` and
+ * `prev`; `head` points at the list's first node (arguments are evaluated
+ * more than once). */
+#define hk_list_push(head, node)                \
+  do {                                          \
+    (node)->prev = NULL;                        \
+    (node)->next = *(head);                     \
+    if (*(head)) (*(head))->prev = (node);      \
+    *(head) = (node);                           \
+  } while (0)
+#define hk_list_remove(head, node)                          \
+  do {                                                      \
+    if ((node)->prev) (node)->prev->next = (node)->next;    \
+    else *(head) = (node)->next;                            \
+    if ((node)->next) (node)->next->prev = (node)->prev;    \
+    (node)->next = (node)->prev = NULL;                     \
+  } while (0)
 static inline bool hk_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 /* ---- size classes (size_class.c) ------------------------------------------

@@ -32,20 +32,6 @@ static uint64_t units_mask(unsigned unit, unsigned units) {
   return (units == 64 ? ~0ull : (1ull << units) - 1) << unit;
 }
 
-static void list_push(hk_superslab_t **list, hk_superslab_t *ss) {
-  ss->prev = NULL;
-  ss->next = *list;
-  if (*list) (*list)->prev = ss;
-  *list = ss;
-}
-
-static void list_remove(hk_superslab_t **list, hk_superslab_t *ss) {
-  if (ss->prev) ss->prev->next = ss->next;
-  else *list = ss->next;
-  if (ss->next) ss->next->prev = ss->prev;
-  ss->next = ss->prev = NULL;
-}
-
 /* A run of `units` free units in the bitmap, or -1: single units (small
  * slabs) are taken from the bottom, longer runs (large blocks) from the top,
  * so that long-lived small slabs do not cut up the space large blocks need. */
@@ -126,13 +112,13 @@ hk_slab_t *hk_slab_new(unsigned cls) {
       pthread_mutex_unlock(&a->lock);
       return NULL;
     }
-    list_push(&a->partial, ss);
+    hk_list_push(&a->partial, ss);
     unit = find_run(ss->used, ci->units);
   }
   uint64_t bits = units_mask((unsigned)unit, ci->units);
   ss->used |= bits;
   ss->dirty &= ~bits;  /* reused before it was purged: no system call */
-  if (ss->used == ~0ull) list_remove(&a->partial, ss);
+  if (ss->used == ~0ull) hk_list_remove(&a->partial, ss);
   pthread_mutex_unlock(&a->lock);
 
   for (unsigned i = 0; i < ci->units; i++) ss->head_unit[unit + i] = (uint8_t)unit;
@@ -165,9 +151,9 @@ static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab, uint64_t now) {
     if (now < a->oldest_dirty) a->oldest_dirty = now;
   }
   ss->dirty |= bits;
-  if (was_full) list_push(&a->partial, ss);
+  if (was_full) hk_list_push(&a->partial, ss);
   if (ss->used == 1) {
-    list_remove(&a->partial, ss);
+    hk_list_remove(&a->partial, ss);
     if (a->warm_count < hk_opt.warm_pool_size) {
       ss->next = a->warm;
       a->warm = ss;
