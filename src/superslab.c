@@ -17,7 +17,8 @@ typedef struct hk_arena {
   hk_superslab_t *partial;   /* SuperSlabs with free units */
   hk_superslab_t *warm;      /* empty SuperSlabs kept mapped */
   unsigned warm_count;
-  uint64_t oldest_dirty;     /* earliest dirty_since not yet purged */
+  uint64_t oldest_dirty;     /* earliest dirty_since not yet purged; written under
+                                the lock, read without it as a hint (atomically) */
 } __attribute__((aligned(HK_CACHELINE))) hk_arena_t;
 
 static hk_arena_t arenas[HK_ARENAS] = {
@@ -80,10 +81,15 @@ static void purge_superslab(hk_superslab_t *ss) {
   ss->dirty = 0;
 }
 
+static bool purge_is_due(hk_arena_t *a, uint64_t now) {
+  uint64_t oldest = __atomic_load_n(&a->oldest_dirty, __ATOMIC_RELAXED);
+  return oldest != UINT64_MAX && now - oldest >= hk_opt.purge_delay_ms;
+}
+
 /* Decommits the free units of the arena's SuperSlabs whose units have waited
  * the purge delay (or of all, if `all`).  Called with the arena's lock held. */
 static void purge_due(hk_arena_t *a, uint64_t now, bool all) {
-  if (!all && (a->oldest_dirty == UINT64_MAX || now - a->oldest_dirty < hk_opt.purge_delay_ms)) return;
+  if (!all && !purge_is_due(a, now)) return;
   uint64_t oldest = UINT64_MAX;
   hk_superslab_t *lists[2] = {a->partial, a->warm};
   for (int l = 0; l < 2; l++) {
@@ -93,7 +99,7 @@ static void purge_due(hk_arena_t *a, uint64_t now, bool all) {
       else if (ss->dirty_since < oldest) oldest = ss->dirty_since;
     }
   }
-  a->oldest_dirty = oldest;
+  __atomic_store_n(&a->oldest_dirty, oldest, __ATOMIC_RELAXED);
 }
 
 hk_slab_t *hk_slab_new(unsigned cls) {
@@ -148,7 +154,7 @@ static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab, uint64_t now) {
   ss->used &= ~bits;
   if (!ss->dirty) {
     ss->dirty_since = now;
-    if (now < a->oldest_dirty) a->oldest_dirty = now;
+    if (now < a->oldest_dirty) __atomic_store_n(&a->oldest_dirty, now, __ATOMIC_RELAXED);
   }
   ss->dirty |= bits;
   if (was_full) hk_list_push(&a->partial, ss);
@@ -214,6 +220,7 @@ void hk_large_release(unsigned cls, void *chain) {
 void hk_superslab_purge(bool all) {
   uint64_t now = hk_os_now_ms();
   for (unsigned i = 0; i < HK_ARENAS; i++) {
+    if (!all && !purge_is_due(&arenas[i], now)) continue;  /* no lock for nothing */
     pthread_mutex_lock(&arenas[i].lock);
     purge_due(&arenas[i], now, all);
     pthread_mutex_unlock(&arenas[i].lock);
