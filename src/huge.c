@@ -2,7 +2,6 @@
  * with a header in the 64 bytes before the block.  The class map marks the
  * unit of the block, and of its header when that lies in the unit before, so
  * the header is read only where the map says it is hakmem's memory. */
-#include <string.h>
 #include "internal.h"
 
 #define HK_HUGE_HEADER 64

@@ -1,6 +1,5 @@
 /* Messages, fatal errors and statistics output.  Everything is formatted on
  * the stack and written with write(2): nothing here allocates. */
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,6 @@
  * are spread over the arenas, and a slab goes back to the arena of its
  * SuperSlab, so threads creating and giving back slabs (a large block is one)
  * seldom meet on a lock. */
-#include <string.h>
 #include "internal.h"
 
 typedef struct hk_arena {
