@@ -32,7 +32,7 @@ LIB_HDRS     := $(wildcard src/*.h) include/hakmem.h
 LIBSO := $(BUILD)/libhakmem.so
 LIBA  := $(BUILD)/libhakmem.a
 
-.PHONY: all lib clean install uninstall test bench
+.PHONY: all lib clean install uninstall test bench readme-options
 .DEFAULT_GOAL := all
 all: lib
 lib: $(LIBSO) $(LIBA)
@@ -63,6 +63,15 @@ install: lib $(BUILD)/hakmem.pc
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libhakmem.so $(DESTDIR)$(PREFIX)/lib/libhakmem.a \
 	      $(DESTDIR)$(PREFIX)/include/hakmem.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/hakmem.pc
+
+# The README's option list, generated from the library's table of options.
+$(BUILD)/options_doc: scripts/options_doc.c $(LIBA)
+	$(CC) -std=gnu11 -O2 -Isrc -Iinclude $< -o $@ $(LIBA) -lpthread
+
+readme-options: $(BUILD)/options_doc
+	$(BUILD)/options_doc > $(BUILD)/options.md
+	awk -v table=$(BUILD)/options.md '/<!-- options:end -->/ { while ((getline line < table) > 0) print line; skip = 0 } \
+	  !skip { print } /<!-- options:begin -->/ { skip = 1 }' README.md > $(BUILD)/README.md && mv $(BUILD)/README.md README.md
 
 clean:
 	rm -rf $(BUILD)

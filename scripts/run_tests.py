@@ -86,6 +86,7 @@ TESTS = [
     # The preload is in effect.  `early` runs libearly.so's constructor before
     # hakmem's own; with libearly.so preloaded too, the order is reversed.
     Test("preload_check", "preload", "preload_check"),
+    Test("memory_lifecycle", "preload", "memory_lifecycle"),
     Test("early.preload_first", "preload", "early",
          env={"LD_PRELOAD": "{test}/libearly.so:{lib}"}),
     # Linked with libhakmem.a.

@@ -9,7 +9,7 @@ void *hk_calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (total > HK_CLASS_MAX) return hk_huge_alloc(total, 16);  /* fresh pages are zero */
+  if (total > HK_CLASS_MAX) return hk_huge_alloc(total, 16, true);
   void *p = hk_malloc_fast(total);
   if (p) memset(p, 0, total);
   return p;
@@ -26,7 +26,7 @@ void *hk_aligned(size_t alignment, size_t size) {
     while (cls <= HK_NCLASS && hk_classes[cls].size % alignment != 0) cls++;
     if (cls <= HK_NCLASS) return hk_malloc_class(cls);
   }
-  return hk_huge_alloc(size, alignment);
+  return hk_huge_alloc(size, alignment, false);
 }
 
 size_t hk_usable_size(const void *p) {

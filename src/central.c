@@ -16,6 +16,7 @@ typedef struct hk_central {
   pthread_mutex_t lock;
   hk_slab_t *partial;      /* slabs with free or never-used blocks */
   unsigned nempty;         /* slabs on `partial` with every block home */
+  bool active;             /* taken from or given to since the last purge tick */
   unsigned ntransfer;
   hk_batch_t transfer[HK_TRANSFER_SLOTS];
 } __attribute__((aligned(HK_CACHELINE))) hk_central_t;
@@ -62,6 +63,7 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain) {
   }
   hk_central_t *c = &central[cls];
   pthread_mutex_lock(&c->lock);
+  c->active = true;
   if (c->ntransfer) {
     hk_batch_t b = c->transfer[--c->ntransfer];
     pthread_mutex_unlock(&c->lock);
@@ -89,8 +91,8 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain) {
 }
 
 /* Returns one block to its slab; a slab whose blocks are all home is given
- * back to its SuperSlab unless it is the class's only empty slab. */
-static void slab_put(hk_central_t *c, unsigned cls, void *b) {
+ * back to its SuperSlab unless it is the class's only empty slab and `keep`. */
+static void slab_put(hk_central_t *c, unsigned cls, void *b, bool keep) {
   hk_slab_t *s = hk_slab_of(b);
   if (hk_unlikely(s->cls != cls || s->nfree >= s->carved)) hk_fatal("free(): double free or corrupted block", b);
 #if HAK_CHECKS
@@ -101,12 +103,20 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b) {
   s->free = b;
   s->nfree++;
   if (slab_is_empty(s)) {
-    if (c->nempty == 0) {  /* keep one */
+    if (c->nempty == 0 && keep) {
       c->nempty = 1;
     } else {
       hk_list_remove(&c->partial, s);
       hk_slab_release(s);
     }
+  }
+}
+
+static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
+  while (chain) {
+    void *b = chain;
+    chain = *(void **)b;
+    slab_put(c, cls, b, keep);
   }
 }
 
@@ -117,17 +127,41 @@ void hk_central_put(unsigned cls, void *chain, unsigned count) {
   }
   hk_central_t *c = &central[cls];
   pthread_mutex_lock(&c->lock);
+  c->active = true;
   if (c->ntransfer < HK_TRANSFER_SLOTS) {
     c->transfer[c->ntransfer++] = (hk_batch_t){chain, count};
     pthread_mutex_unlock(&c->lock);
+    hk_purge_note();  /* parked blocks go home if the class goes idle */
     return;
   }
-  while (chain) {
-    void *b = chain;
-    chain = *(void **)b;
-    slab_put(c, cls, b);
-  }
+  put_chain(c, cls, chain, true);
   pthread_mutex_unlock(&c->lock);
+}
+
+/* Sends the parked batches of a class idle for a whole purge epoch (of every
+ * class, unless HK_PURGE_DUE) back to their slabs, and gives back its empty
+ * slabs, the kept one too; the SuperSlabs then purge their pages. */
+void hk_central_purge(int mode) {
+  bool pending = false;
+  for (unsigned cls = 1; cls < HK_FIRST_LARGE_CLASS; cls++) {
+    hk_central_t *c = &central[cls];
+    pthread_mutex_lock(&c->lock);
+    if (mode == HK_PURGE_DUE && c->active) {
+      c->active = false;
+      pending |= c->ntransfer || c->nempty;
+    } else if (c->ntransfer || c->nempty) {
+      while (c->ntransfer) put_chain(c, cls, c->transfer[--c->ntransfer].head, false);
+      for (hk_slab_t *s = c->partial, *next; s && c->nempty; s = next) {
+        next = s->next;
+        if (!slab_is_empty(s)) continue;
+        hk_list_remove(&c->partial, s);
+        hk_slab_release(s);
+        c->nempty--;
+      }
+    }
+    pthread_mutex_unlock(&c->lock);
+  }
+  if (pending) hk_purge_note();
 }
 
 void hk_central_fork_lock(void) {

@@ -46,7 +46,12 @@ typedef struct hk_tcache {
   uint8_t state;                /* HK_TC_*: zero-initialised TLS is UNINIT */
   uint8_t arena;                /* SuperSlab arena of the thread's new slabs */
   size_t large_bound;           /* at least the bytes of large blocks cached (slow paths only) */
+  /* slow paths only: */
+  int16_t cap[HK_NCLASS + 1];        /* capacity of each list: halves when frees outpace mallocs,
+                                        doubles back (up to hk_classes[].cap) when it runs dry */
+  uint8_t overflows[HK_NCLASS + 1];  /* overflows since the list last ran dry */
 } hk_tcache_t;
+#define HK_TCACHE_MIN_CAP 8  /* what a list shrinks to at most */
 
 extern __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
 extern uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_HIDDEN;
@@ -135,6 +140,31 @@ static inline size_t hk_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a 
     if ((node)->next) (node)->next->prev = (node)->prev;    \
     (node)->next = (node)->prev = NULL;                     \
   } while (0)
+/* Unit bitmaps (SuperSlabs, huge regions): the run of n bits all set in
+ * `free`, starting at a bit set in `starts`, with the fewest bits outside
+ * `warm` (free memory still resident: reusing it costs no page fault), or -1.
+ * *cold gets that number.  Ties go to the lowest start for single bits and
+ * to the highest for longer runs, so that long-lived small runs do not cut
+ * up the space long ones need. */
+static inline int hk_find_run(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned *cold) {
+  starts &= free;  /* bit i of `starts` ends up set when bits i .. i+n-1 are all free */
+  for (unsigned i = 1; i < n && starts; i++) starts &= free >> i;
+  if (!starts) return -1;
+  if (n == 1) {
+    uint64_t w = starts & warm;
+    *cold = !w;
+    return __builtin_ctzll(w ? w : starts);
+  }
+  uint64_t run = (1ull << n) - 1;
+  int best = -1;
+  *cold = n + 1;
+  for (; starts && *cold; starts &= ~(1ull << (63 - __builtin_clzll(starts)))) {
+    int s = 63 - __builtin_clzll(starts);
+    unsigned c = (unsigned)__builtin_popcountll((run << s) & ~warm);
+    if (c < *cold) *cold = c, best = s;
+  }
+  return best;
+}
 static inline bool hk_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 /* ---- size classes (size_class.c) ------------------------------------------
@@ -178,8 +208,8 @@ typedef struct hk_slab {
 
 typedef struct hk_superslab {
   uint64_t used;                      /* bitmap of units in use; bit 0 is this header */
-  uint64_t dirty;                     /* free units whose pages may still be resident */
-  uint64_t dirty_since;               /* when `dirty` last became non-zero (ms) */
+  uint64_t dirty;                     /* free units still resident, freed this purge epoch */
+  uint64_t dirty_old;                 /* ... freed the epoch before: given back at the next tick */
   uint8_t arena;                      /* the arena this SuperSlab belongs to */
   struct hk_superslab *next, *prev;   /* list of SuperSlabs with free units */
   uint8_t head_unit[HK_SS_UNITS];     /* first unit of the slab each unit belongs to */
@@ -195,12 +225,13 @@ static inline hk_slab_t *hk_slab_of(const void *p) {
   return &ss->slabs[ss->head_unit[unit]];
 }
 
+HK_HIDDEN void hk_arenas_init(unsigned cpus);
 HK_HIDDEN unsigned hk_arena_assign(void);       /* the arena of a new thread */
 HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls);  /* from the calling thread's arena */
 HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
 HK_HIDDEN void *hk_large_take(unsigned cls);                 /* large classes: one-block slabs */
 HK_HIDDEN void hk_large_release(unsigned cls, void *chain);
-HK_HIDDEN void hk_superslab_purge(bool now);  /* decommit free units (all of them if now) */
+HK_HIDDEN size_t hk_superslab_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
 HK_HIDDEN void hk_superslab_fork_lock(void);
 HK_HIDDEN void hk_superslab_fork_unlock(bool child);
 
@@ -215,6 +246,7 @@ HK_HIDDEN void hk_class_map_fork_unlock(bool child);
 /* ---- central cache (central.c): per class, behind one lock ------------------ */
 HK_HIDDEN unsigned hk_central_take(unsigned cls, unsigned want, void **chain);
 HK_HIDDEN void hk_central_put(unsigned cls, void *chain, unsigned count);
+HK_HIDDEN void hk_central_purge(int mode);  /* parked batches and empty slabs back to the SuperSlabs */
 HK_HIDDEN void hk_central_fork_lock(void);
 HK_HIDDEN void hk_central_fork_unlock(bool child);
 
@@ -225,29 +257,83 @@ HK_HIDDEN void hk_tcache_flush(hk_tcache_t *tc);
 HK_HIDDEN void hk_thread_exit(void *arg);
 
 /* ---- huge blocks (huge.c): one mapping each -------------------------------- */
-HK_HIDDEN void *hk_huge_alloc(size_t size, size_t alignment);
+HK_HIDDEN void *hk_huge_alloc(size_t size, size_t alignment, bool zero);
 HK_HIDDEN void hk_huge_free(void *p);
 HK_HIDDEN void *hk_huge_realloc(void *p, size_t size);
 HK_HIDDEN size_t hk_huge_usable_size(const void *p);  /* 0 if p is not a huge block */
+HK_HIDDEN size_t hk_huge_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
+HK_HIDDEN void hk_huge_fork_lock(void);
+HK_HIDDEN void hk_huge_fork_unlock(bool child);
 
 /* ---- OS layer (os.c) -------------------------------------------------------- */
-HK_HIDDEN void *hk_os_map_aligned(size_t size, size_t alignment);
+HK_HIDDEN void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset);
 HK_HIDDEN void hk_os_unmap(void *p, size_t size);
 HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target);
 HK_HIDDEN size_t hk_os_page_size(void);
 HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, committed as touched */
-HK_HIDDEN void hk_os_decommit(void *p, size_t size);  /* pages read as zero afterwards */
+HK_HIDDEN void hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says */
+HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */
 HK_HIDDEN uint64_t hk_os_now_ms(void);
+HK_HIDDEN unsigned hk_os_cpus(void);  /* CPUs the process may run on */
 
-/* ---- options (options.c): read once at start-up ---------------------------- */
-typedef struct hk_options {
-  unsigned warm_pool_size;  /* HAKMEM_WARM_POOL_SIZE: empty SuperSlabs kept mapped */
-  unsigned purge_delay_ms;  /* HAKMEM_PURGE_DELAY_MS: free units are decommitted after this */
-  bool os_stats;            /* HAKMEM_SS_OS_STATS: print OS-call counters at exit */
-  bool verbose;             /* HAKMEM_VERBOSE: print the options in force at start-up */
+/* ---- options (options.c): read once at start-up, from one table ----------- */
+enum { HK_PROFILE_SPEED, HK_PROFILE_BALANCED, HK_PROFILE_LEAN, HK_NPROFILES };
+enum { HK_DECOMMIT_OFF, HK_DECOMMIT_FREE, HK_DECOMMIT_DONTNEED };
+typedef struct hk_options {   /* every field a size_t, written through the table */
+  size_t purge_delay_ms;      /* free memory older than this goes back to the OS */
+  size_t background_purge;    /* a purger thread gives memory back while the program idles */
+  size_t warm_pool_size;      /* empty SuperSlabs kept mapped per arena */
+  size_t mem_lean;            /* lean mode: free resident memory capped, no prewarm */
+  size_t decommit;            /* HK_DECOMMIT_*: how memory is given back */
+  size_t lean_target_mb;      /* lean mode's cap on free resident memory */
+  size_t large_cache;         /* bytes of large blocks all thread caches may hold */
+  size_t huge_thp;            /* huge blocks on transparent huge pages */
+  size_t prewarm_all;         /* blocks prewarmed per class up to 2 KiB ... */
+  size_t prewarm[8];          /* ... or per seeds' class C0..C7 (HK_OPT_UNSET: as prewarm_all) */
+  size_t os_stats;            /* print OS-call counters at exit */
+  size_t verbose;             /* print the options in force at start-up */
 } hk_options_t;
+
+enum { HK_OPT_BOOL, HK_OPT_UINT, HK_OPT_SIZE, HK_OPT_ENUM };
+#define HK_OPT_UNSET SIZE_MAX
+#define HK_OPT_PROFILE_FIELD SIZE_MAX  /* the profile row has no field of its own */
+typedef struct hk_option {
+  const char *name;                 /* the environment variable */
+  size_t offset;                    /* of its field in hk_options_t */
+  unsigned type;                    /* HK_OPT_* */
+  size_t def[HK_NPROFILES];         /* default under each profile */
+  size_t max;                       /* largest value (numbers) */
+  const char *const *names;         /* values of an HK_OPT_ENUM, NULL-terminated */
+  const char *meaning;
+} hk_option_t;
+
 extern hk_options_t hk_opt HK_HIDDEN;
+extern unsigned hk_profile HK_HIDDEN;
+extern const hk_option_t hk_option_table[] HK_HIDDEN;
+extern const unsigned hk_option_count HK_HIDDEN;
 HK_HIDDEN void hk_options_init(void);
+HK_HIDDEN void hk_options_print(void);
+HK_HIDDEN void hk_option_format(const hk_option_t *o, size_t value, char *buf, size_t len);
+HK_HIDDEN unsigned hk_prewarm_count(unsigned cls);
+
+/* ---- the purge schedule (purge.c): when free memory goes back to the OS ---- */
+enum {
+  HK_PURGE_DUE,    /* a tick: what has been free since before the last one */
+  HK_PURGE_DIRTY,  /* lean mode over its target: `want` bytes, the oldest free first */
+  HK_PURGE_ALL,    /* malloc_trim: everything, parked batches and empty mappings too */
+};
+extern atomic_bool hk_purge_pending HK_HIDDEN;  /* some free memory waits for a tick */
+HK_HIDDEN void hk_purge_note(void);              /* free memory to give back later */
+HK_HIDDEN void hk_purge_resident_add(ptrdiff_t bytes);  /* free resident memory grew/shrank */
+HK_HIDDEN size_t hk_purge_resident(void);
+HK_HIDDEN void hk_purge_poll_slow(void);
+HK_HIDDEN bool hk_purge_all(void);
+HK_HIDDEN void hk_purge_fork_lock(void);
+HK_HIDDEN void hk_purge_fork_unlock(bool child);
+/* Called by the slow paths, with no lock held: runs a tick if one is due. */
+static inline void hk_purge_poll(void) {
+  if (hk_unlikely(atomic_load_explicit(&hk_purge_pending, memory_order_relaxed))) hk_purge_poll_slow();
+}
 
 /* ---- process set-up (init.c) ------------------------------------------------ */
 extern atomic_bool hk_ready HK_HIDDEN;

@@ -1,36 +1,168 @@
-/* Options: read from the environment once, at start-up, into hk_opt. */
+/* Options: one table drives reading them from the environment (once, at
+ * start-up), the HAKMEM_VERBOSE dump and the README's list (scripts/options_doc.c).
+ *
+ * A profile (HAKMEM_PROFILE) picks the defaults of every row at once; a
+ * variable set in the environment beats its profile's default.  A value that
+ * cannot be read is reported on stderr, naming the variable and the value used
+ * instead, and never stops the program. */
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 #include "internal.h"
 
-hk_options_t hk_opt = {
-    .warm_pool_size = 4,
-    .purge_delay_ms = 100,
-    .os_stats = false,
-    .verbose = false,
+hk_options_t hk_opt;
+unsigned hk_profile;
+
+static const char *const profile_names[] = {"speed", "balanced", "lean", NULL};
+static const char *const decommit_names[] = {"OFF", "FREE", "DONTNEED", NULL};
+
+#define FIELD(f) offsetof(hk_options_t, f)
+#define SAME(v) {v, v, v}
+#define PREWARM(k, sizes)                                                                      \
+  {"HAKMEM_TINY_PREWARM_C" #k, FIELD(prewarm[k]), HK_OPT_UINT, SAME(HK_OPT_UNSET), 512, NULL, \
+   "blocks put in a new thread's cache for each class of " sizes " (the seeds' C" #k "); unset: as _ALL"}
+
+const hk_option_t hk_option_table[] = {
+    {"HAKMEM_PROFILE", HK_OPT_PROFILE_FIELD, HK_OPT_ENUM, {HK_PROFILE_SPEED, HK_PROFILE_BALANCED, HK_PROFILE_LEAN}, 0,
+     profile_names, "named presets of the options below: speed (the default), balanced or lean"},
+    {"HAKMEM_PURGE_DELAY_MS", FIELD(purge_delay_ms), HK_OPT_UINT, {100, 100, 20}, 3600000, NULL,
+     "free memory unused for this long (up to twice as long) is given back to the OS; 0: at once"},
+    {"HAKMEM_BACKGROUND_PURGE", FIELD(background_purge), HK_OPT_BOOL, {0, 1, 1}, 1, NULL,
+     "a thread of hakmem's gives free memory back while the program is idle (started once 4 MiB wait)"},
+    {"HAKMEM_WARM_POOL_SIZE", FIELD(warm_pool_size), HK_OPT_UINT, {4, 2, 0}, 1024, NULL,
+     "empty 4 MiB SuperSlabs kept mapped per arena (their pages are given back all the same)"},
+    {"HAKMEM_SS_MEM_LEAN", FIELD(mem_lean), HK_OPT_BOOL, {0, 0, 1}, 1, NULL,
+     "lean mode: free memory above HAKMEM_SS_MEM_LEAN_TARGET_MB is given back at once; no prewarm"},
+    {"HAKMEM_SS_MEM_LEAN_DECOMMIT", FIELD(decommit), HK_OPT_ENUM, SAME(HK_DECOMMIT_DONTNEED), 0, decommit_names,
+     "how free memory is given back: DONTNEED (madvise MADV_DONTNEED), FREE (MADV_FREE: taken "
+     "when the kernel needs it) or OFF (never; pages stay resident)"},
+    {"HAKMEM_SS_MEM_LEAN_TARGET_MB", FIELD(lean_target_mb), HK_OPT_UINT, SAME(8), 1 << 20, NULL,
+     "lean mode: most free memory (MiB) kept resident"},
+    {"HAKMEM_LARGE_CACHE", FIELD(large_cache), HK_OPT_SIZE, {64 << 20, 32 << 20, 8 << 20}, (size_t)1 << 40, NULL,
+     "bytes of 32 KiB-1 MiB blocks all thread caches together may hold (2 MiB per thread at most)"},
+    {"HAKMEM_HUGE_THP", FIELD(huge_thp), HK_OPT_BOOL, {1, 1, 0}, 1, NULL,
+     "blocks above 1 MiB live on transparent huge pages where the kernel allows"},
+    {"HAKMEM_TINY_PREWARM_ALL", FIELD(prewarm_all), HK_OPT_UINT, SAME(0), 512, NULL,
+     "blocks put in a new thread's cache for each class up to 2 KiB (capped at the class's capacity)"},
+    PREWARM(0, "1-16 B"), PREWARM(1, "17-32 B"), PREWARM(2, "33-64 B"), PREWARM(3, "65-128 B"),
+    PREWARM(4, "129-256 B"), PREWARM(5, "257-512 B"), PREWARM(6, "513-1024 B"), PREWARM(7, "1025-2048 B"),
+    {"HAKMEM_SS_OS_STATS", FIELD(os_stats), HK_OPT_BOOL, SAME(0), 1, NULL,
+     "at exit, print `[SS_OS_STATS] mmap=... munmap=... madvise=... mremap=... mapped_bytes=... "
+     "peak_mapped_bytes=...` on stderr"},
+    {"HAKMEM_VERBOSE", FIELD(verbose), HK_OPT_BOOL, SAME(0), 1, NULL,
+     "print the version, the build, the profile and every option in force at start-up"},
 };
+const unsigned hk_option_count = sizeof hk_option_table / sizeof hk_option_table[0];
 
-/* A decimal number, or `fallback` when the variable is unset or malformed. */
-static unsigned long env_number(const char *name, unsigned long fallback, unsigned long max) {
-  const char *s = getenv(name);
-  if (!s || !*s) return fallback;
-  unsigned long v = 0;
-  for (; *s; s++) {
-    if (*s < '0' || *s > '9' || v > (max - (unsigned long)(*s - '0')) / 10) {
-      hk_message("hakmem: ignoring %s (expected a number up to %lu)\n", name, max);
-      return fallback;
+static size_t *field_of(const hk_option_t *o) {
+  return o->offset == HK_OPT_PROFILE_FIELD ? NULL : (size_t *)((char *)&hk_opt + o->offset);
+}
+
+/* Reads s as the option's type; false if it is not a valid value. */
+static bool parse(const hk_option_t *o, const char *s, size_t *out) {
+  static const char *const truths[] = {"1", "on", "yes", "true"}, *const lies[] = {"0", "off", "no", "false"};
+  if (o->type == HK_OPT_BOOL) {
+    for (unsigned i = 0; i < 4; i++) {
+      if (!strcasecmp(s, truths[i])) return *out = 1, true;
+      if (!strcasecmp(s, lies[i])) return *out = 0, true;
     }
-    v = v * 10 + (unsigned long)(*s - '0');
+    return false;
   }
-  return v;
+  if (o->type == HK_OPT_ENUM) {
+    for (size_t i = 0; o->names[i]; i++)
+      if (!strcasecmp(s, o->names[i])) return *out = i, true;
+    return false;
+  }
+  size_t v = 0;
+  const char *p = s;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (v > (SIZE_MAX - 9) / 10) return false;
+    v = v * 10 + (size_t)(*p - '0');
+  }
+  if (p == s) return false;
+  if (o->type == HK_OPT_SIZE && *p) {
+    const char *units = "KMG", *u = strchr(units, *p & ~0x20);
+    if (!u) return false;
+    unsigned shift = 10 * (unsigned)(u - units + 1);
+    if (v > (SIZE_MAX >> shift)) return false;
+    v <<= shift;
+    p++;
+    if (!strcasecmp(p, "ib") || !strcasecmp(p, "b")) p += strlen(p);
+  }
+  if (*p || v > o->max) return false;
+  *out = v;
+  return true;
 }
 
-static bool env_flag(const char *name, bool fallback) {
-  return env_number(name, fallback ? 1 : 0, 1) != 0;
+void hk_option_format(const hk_option_t *o, size_t v, char *buf, size_t len) {
+  if (o->type == HK_OPT_ENUM) {
+    snprintf(buf, len, "%s", o->names[v]);
+  } else if (v == HK_OPT_UNSET) {
+    snprintf(buf, len, "unset");
+  } else if (o->type == HK_OPT_SIZE && v && v % 1024 == 0) {
+    unsigned u = 0;
+    while (u < 3 && v % 1024 == 0) v /= 1024, u++;
+    snprintf(buf, len, "%zu%c", v, " KMG"[u]);
+  } else {
+    snprintf(buf, len, "%zu", v);
+  }
 }
+
+/* The option's value from the environment, or `def` (with a warning if the
+ * variable is set to something that is not a value of the option). */
+static size_t read_option(const hk_option_t *o, size_t def, bool *from_env) {
+  const char *s = getenv(o->name);
+  size_t v;
+  *from_env = false;
+  if (!s) return def;
+  if (parse(o, s, &v)) {
+    *from_env = true;
+    return v;
+  }
+  char shown[32];
+  hk_option_format(o, def, shown, sizeof shown);
+  const char *kind = o->type == HK_OPT_BOOL ? "1/0, on/off, yes/no or true/false"
+                     : o->type == HK_OPT_ENUM ? "one of the names listed in the README"
+                     : o->type == HK_OPT_SIZE ? "a size: digits, optionally followed by K, M or G"
+                                              : "a whole number";
+  hk_message("hakmem: ignoring %s=%s (expected %s, at most %zu); using %s\n", o->name, s, kind, o->max, shown);
+  return def;
+}
+
+static uint32_t from_env_mask;  /* bit i: row i was set in the environment */
 
 void hk_options_init(void) {
-  hk_opt.warm_pool_size = (unsigned)env_number("HAKMEM_WARM_POOL_SIZE", hk_opt.warm_pool_size, 1024);
-  hk_opt.purge_delay_ms = (unsigned)env_number("HAKMEM_PURGE_DELAY_MS", hk_opt.purge_delay_ms, 3600000);
-  hk_opt.os_stats = env_flag("HAKMEM_SS_OS_STATS", hk_opt.os_stats);
-  hk_opt.verbose = env_flag("HAKMEM_VERBOSE", hk_opt.verbose);
+  bool env;
+  hk_profile = (unsigned)read_option(&hk_option_table[0], HK_PROFILE_SPEED, &env);
+  for (unsigned i = 1; i < hk_option_count; i++) {
+    const hk_option_t *o = &hk_option_table[i];
+    *field_of(o) = read_option(o, o->def[hk_profile], &env);
+    if (env) from_env_mask |= 1u << i;
+  }
+}
+
+/* One line per option: its value and where it came from. */
+void hk_options_print(void) {
+  hk_message("hakmem: %s, profile %s\n", hak_version_string(), profile_names[hk_profile]);
+  for (unsigned i = 1; i < hk_option_count; i++) {
+    const hk_option_t *o = &hk_option_table[i];
+    char value[32];
+    hk_option_format(o, *field_of(o), value, sizeof value);
+    const char *source = from_env_mask & (1u << i)                   ? "environment"
+                         : o->def[hk_profile] != o->def[HK_PROFILE_SPEED] ? "profile"
+                                                                          : "default";
+    hk_message("hakmem:   %s=%s (%s)\n", o->name, value, source);
+  }
+}
+
+/* Blocks prewarmed for class cls: the seeds' classes C0..C7 are the sizes
+ * up to 16 B, 17-32 B, 33-64 B, ..., 1025-2048 B. */
+unsigned hk_prewarm_count(unsigned cls) {
+  size_t size = hk_classes[cls].size;
+  if (hk_opt.mem_lean || size > 2048) return 0;
+  unsigned k = size <= 16 ? 0 : 64 - (unsigned)__builtin_clzl(size - 1) - 4;
+  size_t n = hk_opt.prewarm[k] != HK_OPT_UNSET ? hk_opt.prewarm[k] : hk_opt.prewarm_all;
+  return (unsigned)n;
 }

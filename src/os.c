@@ -1,6 +1,7 @@
 /* OS layer: every mmap/munmap/mremap/madvise hakmem makes goes through here
  * and is counted. */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,15 +30,16 @@ static void unmap_raw(void *p, size_t size) {
   munmap(p, size);
 }
 
-/* Mappings come top-down, so the address just below the last aligned one is
+/* A mapping of `size` bytes at p with p + offset a multiple of `alignment`.
+ * Mappings come top-down, so the address just below the last aligned one is
  * usually free and aligned: try it first, then fall back to over-mapping and
  * trimming (three calls instead of one). */
-void *hk_os_map_aligned(size_t size, size_t alignment) {
+void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
   uintptr_t hint = atomic_load_explicit(&next_aligned_hint, memory_order_relaxed);
   uint8_t *p = NULL;
-  if (hint != 0 && hint % alignment == 0) {
+  if (hint != 0 && (hint + offset) % alignment == 0) {
     p = map_at((void *)hint, size, 0);
-    if (p && (uintptr_t)p % alignment != 0) {
+    if (p && ((uintptr_t)p + offset) % alignment != 0) {
       unmap_raw(p, size);
       p = NULL;
     }
@@ -47,11 +49,13 @@ void *hk_os_map_aligned(size_t size, size_t alignment) {
     if (over < size) return NULL;
     uint8_t *raw = map_at(NULL, over, 0);
     if (!raw) return NULL;
-    p = (uint8_t *)hk_align_up((uintptr_t)raw, alignment);
+    p = (uint8_t *)hk_align_up((uintptr_t)raw + offset, alignment) - offset;
     if (p > raw) unmap_raw(raw, (size_t)(p - raw));
     if (raw + over > p + size) unmap_raw(p + size, (size_t)(raw + over - (p + size)));
   }
-  if ((uintptr_t)p >= size) atomic_store_explicit(&next_aligned_hint, (uintptr_t)p - size, memory_order_relaxed);
+  /* the next mapping of this size and alignment would fit just below */
+  uintptr_t below = (uintptr_t)p - hk_align_up(size, alignment);
+  if ((uintptr_t)p >= hk_align_up(size, alignment)) atomic_store_explicit(&next_aligned_hint, below, memory_order_relaxed);
   account_mapped(size);
   return p;
 }
@@ -74,15 +78,31 @@ void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target) {
   return q;
 }
 
+/* Gives pages back as HAKMEM_SS_MEM_LEAN_DECOMMIT says: DONTNEED (they read
+ * as zero afterwards), FREE (the kernel takes them when it needs memory; until
+ * then they keep their contents) or OFF (they stay). */
 void hk_os_decommit(void *p, size_t size) {
+  if (hk_opt.decommit == HK_DECOMMIT_OFF) return;
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
-  madvise(p, size, MADV_DONTNEED);
+  madvise(p, size, hk_opt.decommit == HK_DECOMMIT_FREE ? MADV_FREE : MADV_DONTNEED);
+}
+
+/* Asks for transparent huge pages in [p, p + size). */
+void hk_os_advise_huge(void *p, size_t size) {
+  atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
+  madvise(p, size, MADV_HUGEPAGE);
 }
 
 uint64_t hk_os_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+unsigned hk_os_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return (unsigned)CPU_COUNT(&set);
 }
 
 void *hk_os_reserve(size_t size) {

@@ -61,12 +61,15 @@ HK_EXPORT void *hak_memalign(size_t alignment, size_t size) {
   return hk_aligned(alignment, size);
 }
 
-/* glibc's malloc_trim: here, the calling thread's cache is handed back and
- * every free unit decommitted now rather than after the purge delay. */
+/* glibc's malloc_trim: the calling thread's cache is handed back, and
+ * everything free (but what other threads' caches hold) goes back to the OS
+ * now rather than on the purge schedule.  1 if memory was given back, as
+ * glibc says; `pad` (memory to leave at the top of glibc's heap) has no
+ * counterpart here. */
 HK_EXPORT int hak_malloc_trim(size_t pad) {
+  hk_process_init();
   hk_tcache_flush(&hk_tc);
-  hk_superslab_purge(true);
-  return 1;
+  return hk_purge_all();
 }
 
 HK_EXPORT void *hak_valloc(size_t size) { return hk_aligned(hk_os_page_size(), size); }

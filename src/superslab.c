@@ -1,9 +1,13 @@
 /* SuperSlabs: 4 MiB regions aligned to their size, cut into 64 KiB units; a
- * slab is a run of units holding blocks of one class.  Empty SuperSlabs go to
- * the warm pool (up to HAKMEM_WARM_POOL_SIZE) before they go back to the OS.
- * Units freed and not reused within HAKMEM_PURGE_DELAY_MS are decommitted
- * (madvise), so memory a program no longer uses leaves its RSS while units
- * that are reused at once cost no system call.
+ * slab is a run of units holding blocks of one class.
+ *
+ * A unit given back stays resident ("dirty") until the purge schedule
+ * (purge.c) has seen it free for a whole epoch: each tick decommits the units
+ * freed before the previous tick (`dirty_old`) and ages the rest, so a unit
+ * is given back between one and two purge delays after it was freed, and a
+ * unit reused sooner costs neither a system call nor a page fault.  New slabs
+ * take resident units first.  Empty SuperSlabs stay mapped; those beyond
+ * HAKMEM_WARM_POOL_SIZE per arena are unmapped once their pages are gone.
  *
  * SuperSlabs are held by HK_ARENAS arenas, each behind its own lock; threads
  * are spread over the arenas, and a slab goes back to the arena of its
@@ -13,51 +17,47 @@
 
 typedef struct hk_arena {
   pthread_mutex_t lock;
-  hk_superslab_t *partial;   /* SuperSlabs with free units */
-  hk_superslab_t *warm;      /* empty SuperSlabs kept mapped */
-  unsigned warm_count;
-  uint64_t oldest_dirty;     /* earliest dirty_since not yet purged; written under
-                                the lock, read without it as a hint (atomically) */
+  hk_superslab_t *partial;   /* SuperSlabs with some units in use and some free */
+  hk_superslab_t *empty;     /* SuperSlabs with none in use */
+  unsigned nempty;
 } __attribute__((aligned(HK_CACHELINE))) hk_arena_t;
 
-static hk_arena_t arenas[HK_ARENAS] = {
-    [0 ... HK_ARENAS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER, .oldest_dirty = UINT64_MAX}};
+static hk_arena_t arenas[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static atomic_uint next_arena;
+static unsigned narenas = 1;  /* arenas in use: one per CPU the process may run on, up to HK_ARENAS */
+
+/* More arenas than CPUs would not lessen contention, only spread free
+ * memory over more places where other threads cannot reuse it. */
+void hk_arenas_init(unsigned cpus) { narenas = hk_max(hk_min(cpus, HK_ARENAS), 1u); }
 
 unsigned hk_arena_assign(void) {
-  return atomic_fetch_add_explicit(&next_arena, 1, memory_order_relaxed) % HK_ARENAS;
+  return atomic_fetch_add_explicit(&next_arena, 1, memory_order_relaxed) % narenas;
 }
 
 static uint64_t units_mask(unsigned unit, unsigned units) {
   return (units == 64 ? ~0ull : (1ull << units) - 1) << unit;
 }
 
-/* A run of `units` free units in the bitmap, or -1: single units (small
- * slabs) are taken from the bottom, longer runs (large blocks) from the top,
- * so that long-lived small slabs do not cut up the space large blocks need. */
-static int find_run(uint64_t used, unsigned units) {
-  uint64_t free = ~used;
-  if (units == 1) return free ? __builtin_ctzll(free) : -1;
-  /* bit u of `starts` is set when units u .. u+units-1 are all free */
-  uint64_t starts = free;
-  for (unsigned i = 1; i < units && starts; i++) starts &= free >> i;
-  return starts ? 63 - __builtin_clzll(starts) : -1;
+static uint64_t resident_free(const hk_superslab_t *ss) { return ss->dirty | ss->dirty_old; }
+
+/* Decommits the runs of units in `bits`; returns the bytes. */
+static size_t decommit_units(hk_superslab_t *ss, uint64_t bits) {
+  size_t bytes = 0;
+  while (bits) {
+    unsigned unit = (unsigned)__builtin_ctzll(bits);
+    uint64_t rest = ~(bits >> unit);
+    unsigned units = rest ? (unsigned)__builtin_ctzll(rest) : 64 - unit;
+    hk_os_decommit((uint8_t *)ss + (size_t)unit * HK_UNIT_SIZE, (size_t)units * HK_UNIT_SIZE);
+    bits &= ~units_mask(unit, units);
+    bytes += (size_t)units * HK_UNIT_SIZE;
+  }
+  return bytes;
 }
 
-static void purge_due(hk_arena_t *a, uint64_t now, bool all);
+static size_t units_bytes(uint64_t bits) { return (size_t)__builtin_popcountll(bits) * HK_UNIT_SIZE; }
 
-/* A SuperSlab for new slabs: from the warm pool, else newly mapped (after
- * giving back what has waited its purge delay: new memory is a moment the
- * process grows).  Called with the arena's lock held. */
-static hk_superslab_t *superslab_get(hk_arena_t *a) {
-  hk_superslab_t *ss = a->warm;
-  if (ss) {
-    a->warm = ss->next;
-    a->warm_count--;
-    return ss;
-  }
-  purge_due(a, hk_os_now_ms(), false);
-  ss = hk_os_map_aligned(HK_SS_SIZE, HK_SS_SIZE);
+static hk_superslab_t *superslab_map(hk_arena_t *a) {
+  hk_superslab_t *ss = hk_os_map_aligned(HK_SS_SIZE, HK_SS_SIZE, 0);
   if (!ss) return NULL;
   if (!hk_class_map_reserve(ss, HK_SS_SIZE)) {
     hk_os_unmap(ss, HK_SS_SIZE);
@@ -68,63 +68,47 @@ static hk_superslab_t *superslab_get(hk_arena_t *a) {
   return ss;
 }
 
-static void purge_superslab(hk_superslab_t *ss) {
-  uint64_t dirty = ss->dirty;
-  while (dirty) {
-    unsigned unit = (unsigned)__builtin_ctzll(dirty);
-    uint64_t rest = ~(dirty >> unit);
-    unsigned units = rest ? (unsigned)__builtin_ctzll(rest) : 64 - unit;
-    hk_os_decommit((uint8_t *)ss + (size_t)unit * HK_UNIT_SIZE, (size_t)units * HK_UNIT_SIZE);
-    dirty &= ~units_mask(unit, units);
-  }
-  ss->dirty = 0;
-}
-
-static bool purge_is_due(hk_arena_t *a, uint64_t now) {
-  uint64_t oldest = __atomic_load_n(&a->oldest_dirty, __ATOMIC_RELAXED);
-  return oldest != UINT64_MAX && now - oldest >= hk_opt.purge_delay_ms;
-}
-
-/* Decommits the free units of the arena's SuperSlabs whose units have waited
- * the purge delay (or of all, if `all`).  Called with the arena's lock held. */
-static void purge_due(hk_arena_t *a, uint64_t now, bool all) {
-  if (!all && !purge_is_due(a, now)) return;
-  uint64_t oldest = UINT64_MAX;
-  hk_superslab_t *lists[2] = {a->partial, a->warm};
-  for (int l = 0; l < 2; l++) {
-    for (hk_superslab_t *ss = lists[l]; ss; ss = ss->next) {
-      if (!ss->dirty) continue;
-      if (all || now - ss->dirty_since >= hk_opt.purge_delay_ms) purge_superslab(ss);
-      else if (ss->dirty_since < oldest) oldest = ss->dirty_since;
+/* Finds a run of units for a slab: the one needing the fewest fresh pages,
+ * partly used SuperSlabs first on a tie, else in a new mapping; moves the
+ * SuperSlab to the right list.  Called with the arena's lock held. */
+static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit) {
+  hk_superslab_t *ss = NULL;
+  unsigned best = units + 1, cold;
+  hk_superslab_t *lists[2] = {a->partial, a->empty};
+  for (int l = 0; l < 2 && best; l++) {
+    for (hk_superslab_t *s = lists[l]; s && best; s = s->next) {
+      int u = hk_find_run(~s->used, resident_free(s), units, ~0ull, &cold);
+      if (u >= 0 && cold < best) ss = s, *unit = u, best = cold;
     }
   }
-  __atomic_store_n(&a->oldest_dirty, oldest, __ATOMIC_RELAXED);
+  if (!ss) {
+    ss = superslab_map(a);
+    if (!ss) return NULL;
+    *unit = hk_find_run(~ss->used, 0, units, ~0ull, &cold);
+    hk_list_push(&a->partial, ss);
+  } else if (ss->used == 1) {
+    hk_list_remove(&a->empty, ss);
+    a->nempty--;
+    hk_list_push(&a->partial, ss);
+  }
+  uint64_t bits = units_mask((unsigned)*unit, units);
+  uint64_t reused = bits & resident_free(ss);
+  ss->used |= bits;
+  ss->dirty &= ~bits;
+  ss->dirty_old &= ~bits;
+  if (reused) hk_purge_resident_add(-(ptrdiff_t)units_bytes(reused));
+  if (ss->used == ~0ull) hk_list_remove(&a->partial, ss);
+  return ss;
 }
 
 hk_slab_t *hk_slab_new(unsigned cls) {
   const hk_class_info_t *ci = &hk_classes[cls];
   hk_arena_t *a = &arenas[hk_tc.arena];
+  int unit;
   pthread_mutex_lock(&a->lock);
-  hk_superslab_t *ss;
-  int unit = -1;
-  for (ss = a->partial; ss; ss = ss->next) {
-    unit = find_run(ss->used, ci->units);
-    if (unit >= 0) break;
-  }
-  if (!ss) {
-    ss = superslab_get(a);
-    if (!ss) {
-      pthread_mutex_unlock(&a->lock);
-      return NULL;
-    }
-    hk_list_push(&a->partial, ss);
-    unit = find_run(ss->used, ci->units);
-  }
-  uint64_t bits = units_mask((unsigned)unit, ci->units);
-  ss->used |= bits;
-  ss->dirty &= ~bits;  /* reused before it was purged: no system call */
-  if (ss->used == ~0ull) hk_list_remove(&a->partial, ss);
+  hk_superslab_t *ss = take_units(a, ci->units, &unit);
   pthread_mutex_unlock(&a->lock);
+  if (!ss) return NULL;
 
   for (unsigned i = 0; i < ci->units; i++) ss->head_unit[unit + i] = (uint8_t)unit;
   hk_slab_t *slab = &ss->slabs[unit];
@@ -141,42 +125,36 @@ hk_slab_t *hk_slab_new(unsigned cls) {
   return slab;
 }
 
-/* Gives a slab's units back to its SuperSlab; called with its arena's lock held. */
-static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab, uint64_t now) {
+/* Gives a slab's units back to its SuperSlab, dirty (or decommitted at once
+ * when there is no purge delay).  Called with its arena's lock held. */
+static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab) {
   hk_superslab_t *ss = hk_superslab_of(slab);
   unsigned unit = (unsigned)(slab - ss->slabs);
-  unsigned units = slab->units;
-  hk_class_map_set(slab->start, units, 0);
+  uint64_t bits = units_mask(unit, slab->units);
+  hk_class_map_set(slab->start, slab->units, 0);
   slab->cls = 0;
   bool was_full = ss->used == ~0ull;
-  uint64_t bits = units_mask(unit, units);
   ss->used &= ~bits;
-  if (!ss->dirty) {
-    ss->dirty_since = now;
-    if (now < a->oldest_dirty) __atomic_store_n(&a->oldest_dirty, now, __ATOMIC_RELAXED);
+  if (hk_opt.purge_delay_ms == 0) {
+    decommit_units(ss, bits);
+  } else {
+    ss->dirty |= bits;
+    hk_purge_resident_add((ptrdiff_t)units_bytes(bits));
   }
-  ss->dirty |= bits;
   if (was_full) hk_list_push(&a->partial, ss);
   if (ss->used == 1) {
     hk_list_remove(&a->partial, ss);
-    if (a->warm_count < hk_opt.warm_pool_size) {
-      ss->next = a->warm;
-      a->warm = ss;
-      a->warm_count++;
-    } else {
-      hk_os_unmap(ss, HK_SS_SIZE);
-    }
+    hk_list_push(&a->empty, ss);
+    a->nempty++;
   }
 }
 
 static hk_arena_t *arena_of(const hk_slab_t *slab) { return &arenas[hk_superslab_of(slab)->arena]; }
 
 void hk_slab_release(hk_slab_t *slab) {
-  uint64_t now = hk_os_now_ms();
   hk_arena_t *a = arena_of(slab);
   pthread_mutex_lock(&a->lock);
-  slab_release_locked(a, slab, now);
-  purge_due(a, now, false);
+  slab_release_locked(a, slab);
   pthread_mutex_unlock(&a->lock);
 }
 
@@ -192,7 +170,6 @@ void *hk_large_take(unsigned cls) {
 /* Releases the one-block slabs of a chain of large blocks of class cls,
  * taking each arena's lock once for a run of blocks from that arena. */
 void hk_large_release(unsigned cls, void *chain) {
-  uint64_t now = hk_os_now_ms();
   hk_arena_t *locked = NULL;
   while (chain) {
     void *b = chain;
@@ -201,29 +178,72 @@ void hk_large_release(unsigned cls, void *chain) {
     if (hk_unlikely(s->cls != cls || b != s->start)) hk_fatal("free(): invalid pointer", b);
     hk_arena_t *a = arena_of(s);
     if (a != locked) {
-      if (locked) {
-        purge_due(locked, now, false);
-        pthread_mutex_unlock(&locked->lock);
-      }
+      if (locked) pthread_mutex_unlock(&locked->lock);
       pthread_mutex_lock(&a->lock);
       locked = a;
     }
-    slab_release_locked(a, s, now);
+    slab_release_locked(a, s);
   }
-  if (locked) {
-    purge_due(locked, now, false);
-    pthread_mutex_unlock(&locked->lock);
-  }
+  if (locked) pthread_mutex_unlock(&locked->lock);
 }
 
-void hk_superslab_purge(bool all) {
-  uint64_t now = hk_os_now_ms();
-  for (unsigned i = 0; i < HK_ARENAS; i++) {
-    if (!all && !purge_is_due(&arenas[i], now)) continue;  /* no lock for nothing */
+/* One arena's share of a tick (HK_PURGE_DUE: decommits the units free since
+ * before the last tick and ages the rest) or of a trim (HK_PURGE_ALL: every
+ * free unit); then unmaps the empty SuperSlabs beyond the warm pool whose
+ * pages are gone.  Returns the bytes given back. */
+static size_t purge_arena(hk_arena_t *a, int mode) {
+  size_t bytes = 0;
+  hk_superslab_t *lists[2] = {a->partial, a->empty};
+  bool pending = false;
+  for (int l = 0; l < 2; l++) {
+    for (hk_superslab_t *ss = lists[l]; ss; ss = ss->next) {
+      size_t n = decommit_units(ss, mode == HK_PURGE_DUE ? ss->dirty_old : resident_free(ss));
+      if (n) hk_purge_resident_add(-(ptrdiff_t)n);
+      bytes += n;
+      ss->dirty_old = mode == HK_PURGE_DUE ? ss->dirty : 0;
+      ss->dirty = 0;
+      pending |= ss->dirty_old != 0;
+    }
+  }
+  for (hk_superslab_t *ss = a->empty, *next; ss && a->nempty > hk_opt.warm_pool_size; ss = next) {
+    next = ss->next;
+    if (ss->dirty_old) continue;
+    hk_list_remove(&a->empty, ss);
+    a->nempty--;
+    hk_os_unmap(ss, HK_SS_SIZE);
+    bytes += HK_PAGE_SIZE;  /* the header's page */
+  }
+  if (pending || a->nempty > hk_opt.warm_pool_size) hk_purge_note();
+  return bytes;
+}
+
+/* Lean mode over its target: decommits free units, those freed the longest
+ * ago first, until about `want` bytes are given back.  Returns the bytes. */
+static size_t purge_oldest(hk_arena_t *a, size_t want) {
+  size_t bytes = 0;
+  for (int old = 1; old >= 0; old--) {
+    hk_superslab_t *lists[2] = {a->partial, a->empty};
+    for (int l = 0; l < 2; l++) {
+      for (hk_superslab_t *ss = lists[l]; ss && bytes < want; ss = ss->next) {
+        uint64_t *bits = old ? &ss->dirty_old : &ss->dirty;
+        size_t n = decommit_units(ss, *bits);
+        *bits = 0;
+        if (n) hk_purge_resident_add(-(ptrdiff_t)n);
+        bytes += n;
+      }
+    }
+  }
+  return bytes;
+}
+
+size_t hk_superslab_purge(int mode, size_t want) {
+  size_t bytes = 0;
+  for (unsigned i = 0; i < HK_ARENAS && (mode != HK_PURGE_DIRTY || bytes < want); i++) {
     pthread_mutex_lock(&arenas[i].lock);
-    purge_due(&arenas[i], now, all);
+    bytes += mode == HK_PURGE_DIRTY ? purge_oldest(&arenas[i], want - bytes) : purge_arena(&arenas[i], mode);
     pthread_mutex_unlock(&arenas[i].lock);
   }
+  return bytes;
 }
 
 void hk_superslab_fork_lock(void) {

@@ -4,12 +4,18 @@
 __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec")));
 
 /* Hands a class's whole list to the central cache and sets its room. */
-static void tcache_drain(hk_tcache_t *tc, unsigned cls, int cap, int new_room) {
+static void tcache_drain(hk_tcache_t *tc, unsigned cls, int new_room) {
   void *chain = tc->head[cls];
-  unsigned count = (unsigned)(cap - tc->room[cls]);
+  unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
   tc->head[cls] = NULL;
   tc->room[cls] = (int16_t)new_room;
   if (chain) hk_central_put(cls, chain, count);
+}
+
+/* Sets the capacity of a class's list; its room follows. */
+static void set_cap(hk_tcache_t *tc, unsigned cls, int cap) {
+  tc->room[cls] = (int16_t)(tc->room[cls] + cap - tc->cap[cls]);
+  tc->cap[cls] = (int16_t)cap;
 }
 
 /* A thread whose cache is gone (it has exited) still allocates: one block at a time. */
@@ -29,8 +35,12 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
     if (tc->state == HK_TC_DEAD) return alloc_uncached(cls);
     hk_thread_init(tc);
   }
+  /* The list ran dry: the class is in demand, its capacity grows back. */
+  tc->overflows[cls] = 0;
+  set_cap(tc, cls, hk_min(tc->cap[cls] * 2, (int)hk_classes[cls].cap));
   void *chain;
-  unsigned n = hk_central_take(cls, hk_classes[cls].batch, &chain);
+  unsigned n = hk_central_take(cls, hk_min(hk_classes[cls].batch, (unsigned)tc->cap[cls] + 1), &chain);
+  hk_purge_poll();
   if (hk_unlikely(n == 0)) {
     errno = ENOMEM;
     return NULL;
@@ -40,13 +50,29 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
   return chain;
 }
 
+/* Puts up to n blocks of class cls in an empty list of the cache. */
+static void tcache_fill(hk_tcache_t *tc, unsigned cls, unsigned n) {
+  n = hk_min(n, (unsigned)tc->cap[cls]);
+  while (n) {
+    void *chain;
+    unsigned got = hk_central_take(cls, n, &chain);
+    if (got == 0) return;
+    void *last = chain;
+    for (unsigned i = 1; i < got; i++) last = *(void **)last;
+    *(void **)last = tc->head[cls];
+    tc->head[cls] = chain;
+    tc->room[cls] = (int16_t)(tc->room[cls] - (int)got);
+    n -= hk_min(got, n);
+  }
+}
+
 void *hk_malloc_class(unsigned cls) {
   void *p = hk_tcache_pop(cls);
   return hk_likely(p != NULL) ? p : tcache_refill(&hk_tc, cls);
 }
 
 void *hk_malloc_slow(size_t size) {
-  if (hk_unlikely(size > HK_CLASS_MAX)) return hk_huge_alloc(size, 16);
+  if (hk_unlikely(size > HK_CLASS_MAX)) return hk_huge_alloc(size, 16, false);
   hk_process_init();
   return hk_malloc_class(hk_size_to_class(size));
 }
@@ -56,7 +82,7 @@ static atomic_uint live_threads;  /* threads with an active cache */
 /* A thread's share of the process-wide budget for cached large blocks. */
 static size_t large_budget(void) {
   size_t threads = hk_max(atomic_load_explicit(&live_threads, memory_order_relaxed), 1u);
-  return hk_min(HK_LARGE_CACHE, hk_max(HK_LARGE_CACHE_ALL / threads, HK_LARGE_CACHE_MIN));
+  return hk_min(HK_LARGE_CACHE, hk_max(hk_opt.large_cache / threads, HK_LARGE_CACHE_MIN));
 }
 
 /* Bytes of large blocks in the thread's cache (their rooms count down from 0). */
@@ -76,7 +102,7 @@ void hk_free_overflow(void *p) {
   hk_tcache_t *tc = &hk_tc;
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
     if (tc->state == HK_TC_DEAD) {
-      tcache_drain(tc, cls, 0, 0);
+      tcache_drain(tc, cls, 0);
       return;
     }
     hk_thread_init(tc);
@@ -91,23 +117,29 @@ void hk_free_overflow(void *p) {
     tc->large_bound = large_cached_bytes(tc);
     if (tc->large_bound > budget) {
       tc->large_bound -= (size_t)-tc->room[cls] * hk_classes[cls].size;
-      tcache_drain(tc, cls, 0, 0);
+      tcache_drain(tc, cls, 0);
+      hk_purge_poll();
     }
     return;
   }
-  int cap = hk_classes[cls].cap;
-  unsigned count = (unsigned)(cap - tc->room[cls]);
+  /* Overflowing again before running dry: frees outpace mallocs here (a
+   * structure being freed, blocks coming from other threads), and what the
+   * list keeps would only pin slabs: the capacity shrinks. */
+  unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
+  if (++tc->overflows[cls] >= 2) set_cap(tc, cls, hk_max(tc->cap[cls] / 2, hk_min(HK_TCACHE_MIN_CAP, (int)hk_classes[cls].cap)));
+  int cap = tc->cap[cls];
   unsigned keep = (unsigned)cap / 2;
   if (keep == 0) {
-    tcache_drain(tc, cls, cap, cap);
-    return;
+    tcache_drain(tc, cls, cap);
+  } else {
+    void *last = tc->head[cls];
+    for (unsigned i = 1; i < keep; i++) last = *(void **)last;
+    void *chain = *(void **)last;
+    *(void **)last = NULL;
+    tc->room[cls] = (int16_t)(cap - (int)keep);
+    hk_central_put(cls, chain, count - keep);
   }
-  void *last = tc->head[cls];
-  for (unsigned i = 1; i < keep; i++) last = *(void **)last;
-  void *chain = *(void **)last;
-  *(void **)last = NULL;
-  tc->room[cls] = (int16_t)(cap - (int)keep);
-  hk_central_put(cls, chain, count - keep);
+  hk_purge_poll();
 }
 
 void hk_free_slow(void *p) {
@@ -123,16 +155,20 @@ void hk_free_slow(void *p) {
 
 void hk_thread_init(hk_tcache_t *tc) {
   hk_process_init();
-  for (unsigned c = 1; c <= HK_NCLASS; c++) tc->room[c] = (int16_t)(tc->room[c] + hk_classes[c].cap);
+  for (unsigned c = 1; c <= HK_NCLASS; c++) set_cap(tc, c, hk_classes[c].cap);
   tc->arena = (uint8_t)hk_arena_assign();
   atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
   tc->state = HK_TC_ACTIVE;
   pthread_setspecific(hk_thread_key, tc);  /* arms hk_thread_exit */
+  for (unsigned c = 1; c <= HK_NCLASS; c++) {
+    unsigned n = hk_prewarm_count(c);
+    if (n && tc->head[c] == NULL) tcache_fill(tc, c, n);
+  }
 }
 
 void hk_tcache_flush(hk_tcache_t *tc) {
   if (tc->state != HK_TC_ACTIVE) return;
-  for (unsigned c = 1; c <= HK_NCLASS; c++) tcache_drain(tc, c, hk_classes[c].cap, hk_classes[c].cap);
+  for (unsigned c = 1; c <= HK_NCLASS; c++) tcache_drain(tc, c, tc->cap[c]);
 }
 
 /* Thread exit: everything cached goes back, and whatever the rest of the exit
@@ -143,8 +179,11 @@ void hk_thread_exit(void *arg) {
   if (tc->state != HK_TC_ACTIVE) return;
   tc->state = HK_TC_DEAD;
   atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
-  for (unsigned c = 1; c <= HK_NCLASS; c++) tcache_drain(tc, c, hk_classes[c].cap, 0);
-  hk_superslab_purge(false);
+  for (unsigned c = 1; c <= HK_NCLASS; c++) {
+    tcache_drain(tc, c, 0);
+    tc->cap[c] = 0;
+  }
+  hk_purge_poll();
 }
 
 HK_EXPORT void hak_thread_flush(void) { hk_tcache_flush(&hk_tc); }

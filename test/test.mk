@@ -35,7 +35,7 @@ TEST_HAKLINK   = -rdynamic $(1) $(TEST_LDLIBS)
 # preload_check (run only with hakmem preloaded).
 TEST_PLAIN := api align usable_size integrity realloc threads cross_thread \
               thread_churn thread_exit fork dlopen_tls libc_interop \
-              address_space_limit memory_reuse preload_check
+              address_space_limit memory_reuse preload_check memory_lifecycle
 # Linked with libhakmem.a (the last four are hakmem-only).
 TEST_STATIC := api realloc threads cross_thread fork early dlopen_tls \
                libc_interop address_space_limit \

@@ -353,6 +353,26 @@ static inline void run_in_child(void (*fn)(void *), void *arg, unsigned timeout,
   while (waitpid(pid, &res->status, 0) < 0) CHECK(errno == EINTR);
 }
 
+/* Runs this program again, as `argv0 name`, with the variables of `env`
+ * ("NAME=value" strings, NULL-terminated) added to the environment: for cases
+ * that need the allocator started with other settings (hakmem reads its
+ * options once, at start-up).  Its stderr goes to res->err as with
+ * run_in_child. */
+static void run_self_child(void *arg) {
+  char *const *argv = (char *const *)arg;
+  const char *const *env = (const char *const *)argv[2];
+  char *args[] = {argv[0], argv[1], NULL};
+  for (; env && *env; env++) putenv((char *)*env);
+  execv("/proc/self/exe", args);
+  _exit(127);
+}
+
+static inline void run_self(const char *name, const char *const *env, unsigned timeout,
+                            child_result_t *res) {
+  char *argv[3] = {(char *)"self", (char *)name, (char *)env};
+  run_in_child(run_self_child, argv, timeout, res);
+}
+
 /* "exited 3", "killed by SIGABRT", ... for messages. */
 static inline const char *describe_status(int status) {
   static char buf[64];

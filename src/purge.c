@@ -1,0 +1,163 @@
+/* The purge schedule: when free memory goes back to the OS.
+ *
+ * Time is cut into epochs of HAKMEM_PURGE_DELAY_MS.  At each tick the layers
+ * give back what has been free since before the previous tick (so between
+ * one and two delays): the central caches send the parked batches of classes
+ * nobody used for a whole epoch back to their slabs and give back their empty
+ * slabs; the SuperSlabs and huge regions decommit their free units and
+ * granules and unmap what is empty and clean.  Memory reused within the delay
+ * is never touched, and a tick costs one system call per run of pages, at
+ * most once per delay.
+ *
+ * Ticks run on the slow paths of the threads that allocate and free (whoever
+ * finds one due takes it; the others go on), or, with HAKMEM_BACKGROUND_PURGE,
+ * on a thread of their own that also runs them while the program is idle.
+ * That thread is started lazily, once 4 MiB of free memory wait (so small
+ * and short programs never see it), with every signal blocked; it sleeps
+ * while nothing waits; a failure to create it only means the ticks stay on
+ * the slow paths.  In lean mode, free resident memory above
+ * HAKMEM_SS_MEM_LEAN_TARGET_MB is given back at once. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <time.h>
+#include "internal.h"
+
+#define HK_PURGER_START ((size_t)4 << 20)  /* free resident bytes that start the purger */
+
+atomic_bool hk_purge_pending;
+static _Atomic uint64_t next_tick;          /* ms, CLOCK_MONOTONIC_COARSE */
+static atomic_size_t resident_free;         /* bytes free but still resident */
+static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
+
+enum { PURGER_OFF, PURGER_STARTING, PURGER_RUNNING };
+static atomic_int purger_state;
+static atomic_bool purger_sleeping;
+static pthread_mutex_t purger_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t purger_wake;
+
+void hk_purge_note(void) {
+  if (!atomic_load_explicit(&hk_purge_pending, memory_order_relaxed)) atomic_store(&hk_purge_pending, true);
+}
+
+void hk_purge_resident_add(ptrdiff_t bytes) {
+  atomic_fetch_add_explicit(&resident_free, (size_t)bytes, memory_order_relaxed);
+  if (bytes > 0) hk_purge_note();
+}
+
+size_t hk_purge_resident(void) { return atomic_load_explicit(&resident_free, memory_order_relaxed); }
+
+/* Runs a tick; the caller holds tick_lock.  `pending` is cleared first: a
+ * layer left with memory to give back later says so again. */
+static void tick(uint64_t now) {
+  atomic_store_explicit(&next_tick, now + hk_max(hk_opt.purge_delay_ms, 1), memory_order_relaxed);
+  atomic_store(&hk_purge_pending, false);
+  hk_central_purge(HK_PURGE_DUE);
+  hk_superslab_purge(HK_PURGE_DUE, 0);
+  hk_huge_purge(HK_PURGE_DUE, 0);
+}
+
+static bool tick_if_due(void) {
+  uint64_t now = hk_os_now_ms();
+  if (now < atomic_load_explicit(&next_tick, memory_order_relaxed) || pthread_mutex_trylock(&tick_lock)) return false;
+  tick(now);
+  pthread_mutex_unlock(&tick_lock);
+  return true;
+}
+
+static void *purger_main(void *arg) {
+  pthread_mutex_lock(&purger_lock);
+  for (;;) {
+    /* Announced before `pending` is read: a thread setting `pending` then
+     * reads `purger_sleeping`, so one of the two sees the other. */
+    atomic_store(&purger_sleeping, true);
+    if (!atomic_load(&hk_purge_pending)) {
+      pthread_cond_wait(&purger_wake, &purger_lock);
+      continue;
+    }
+    atomic_store(&purger_sleeping, false);
+    uint64_t now = hk_os_now_ms(), due = atomic_load_explicit(&next_tick, memory_order_relaxed);
+    if (now < due) {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      uint64_t ns = (uint64_t)ts.tv_nsec + (due - now) * 1000000;
+      ts.tv_sec += (time_t)(ns / 1000000000);
+      ts.tv_nsec = (long)(ns % 1000000000);
+      pthread_cond_timedwait(&purger_wake, &purger_lock, &ts);
+      continue;
+    }
+    pthread_mutex_unlock(&purger_lock);
+    tick_if_due();
+    pthread_mutex_lock(&purger_lock);
+  }
+  return arg;
+}
+
+/* Starts the purger thread; called with no lock held (pthread_create
+ * allocates). */
+static void purger_start(void) {
+  int off = PURGER_OFF;
+  if (!atomic_compare_exchange_strong(&purger_state, &off, PURGER_STARTING)) return;
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&purger_wake, &attr);
+  pthread_condattr_destroy(&attr);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);  /* the thread inherits: no signal is ever delivered to it */
+  pthread_t t;
+  bool ok = pthread_create(&t, NULL, purger_main, NULL) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (!ok) return;  /* stays STARTING: never tried again, ticks stay on the slow paths */
+  pthread_setname_np(t, "hakmem-purge");
+  pthread_detach(t);
+  atomic_store(&purger_state, PURGER_RUNNING);
+}
+
+void hk_purge_poll_slow(void) {
+  size_t resident = hk_purge_resident();
+  size_t target = hk_opt.lean_target_mb << 20;
+  if (hk_opt.mem_lean && resident > target && !pthread_mutex_trylock(&tick_lock)) {
+    /* down to half the target, so that the next purge waits for as much again */
+    size_t want = resident - target / 2;
+    size_t bytes = hk_superslab_purge(HK_PURGE_DIRTY, want);
+    if (bytes < want) hk_huge_purge(HK_PURGE_DIRTY, want - bytes);
+    pthread_mutex_unlock(&tick_lock);
+  }
+  if (hk_opt.background_purge && resident >= HK_PURGER_START) purger_start();
+  if (atomic_load(&purger_state) != PURGER_RUNNING) {
+    tick_if_due();
+  } else if (atomic_load(&purger_sleeping)) {
+    pthread_mutex_lock(&purger_lock);
+    pthread_cond_signal(&purger_wake);
+    pthread_mutex_unlock(&purger_lock);
+  }
+}
+
+/* malloc_trim: everything free goes back now.  True if any memory did. */
+bool hk_purge_all(void) {
+  pthread_mutex_lock(&tick_lock);
+  hk_central_purge(HK_PURGE_ALL);
+  size_t bytes = hk_superslab_purge(HK_PURGE_ALL, 0) + hk_huge_purge(HK_PURGE_ALL, 0);
+  pthread_mutex_unlock(&tick_lock);
+  return bytes > 0;
+}
+
+/* fork: the purger's and the tick's locks come first in the lock order. */
+void hk_purge_fork_lock(void) {
+  pthread_mutex_lock(&purger_lock);
+  pthread_mutex_lock(&tick_lock);
+}
+
+void hk_purge_fork_unlock(bool child) {
+  if (!child) {
+    pthread_mutex_unlock(&tick_lock);
+    pthread_mutex_unlock(&purger_lock);
+    return;
+  }
+  /* The child has no purger thread: it starts its own if it needs one. */
+  pthread_mutex_init(&tick_lock, NULL);
+  pthread_mutex_init(&purger_lock, NULL);
+  atomic_store(&purger_state, PURGER_OFF);
+  atomic_store(&purger_sleeping, false);
+}

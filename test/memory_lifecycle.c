@@ -1,0 +1,292 @@
+/* hakmem only.  Memory goes to and from the OS as it should:
+ *
+ * - freed big blocks (megabytes) and large blocks (up to 1 MiB), freed by
+ *   their thread or by threads created later, are reused without a system
+ *   call (hak_os_stats) and without page faults while the program keeps
+ *   using memory of that size;
+ * - malloc_trim(0) gives everything free back (RSS back to where it was) and
+ *   says so, and says 0 when there is nothing left to give;
+ * - with the balanced profile, memory freed by a program that then sits idle
+ *   (no allocator call at all) goes back within seconds, by the purger
+ *   thread; the speed profile starts no thread;
+ * - a process forked while the purger runs works, and gets a purger of its
+ *   own when it needs one;
+ * - lean mode keeps the free resident memory near its target without waiting.
+ *
+ * Cases that need other settings run the program again with them (the
+ * options are read at start-up).  While idling, the program reads /proc with
+ * raw system calls only, so that the allocator is not called at all. */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <malloc.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+/* ---- /proc without the allocator ----------------------------------------- */
+
+static size_t read_file(const char *path, char *buf, size_t len) {
+  int fd = open(path, O_RDONLY);
+  ssize_t n = fd < 0 ? -1 : read(fd, buf, len - 1);
+  if (fd >= 0) close(fd);
+  buf[n > 0 ? n : 0] = '\0';
+  return n > 0 ? (size_t)n : 0;
+}
+
+static size_t rss_bytes(void) {
+  char buf[128];
+  unsigned long pages, resident;
+  read_file("/proc/self/statm", buf, sizeof buf);
+  CHECK(sscanf(buf, "%lu %lu", &pages, &resident) == 2);
+  return resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Threads of this process named hakmem-purge. */
+static int purger_threads(void) {
+  char buf[4096], path[64], comm[32];
+  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY), found = 0;
+  long n;
+  CHECK(fd >= 0);
+  while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+    for (long off = 0; off < n;) {
+      struct dirent64 *d = (struct dirent64 *)(buf + off);
+      off += d->d_reclen;
+      if (d->d_name[0] == '.') continue;
+      snprintf(path, sizeof path, "/proc/self/task/%s/comm", d->d_name);
+      read_file(path, comm, sizeof comm);
+      found += strcmp(comm, "hakmem-purge\n") == 0;
+    }
+  }
+  close(fd);
+  return found;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) != 0) CHECK(errno == EINTR);
+}
+
+static long minor_faults(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+static unsigned long long os_calls(void) {
+  hak_os_stats_t s;
+  CHECK(get_os_stats(&s));
+  return s.mmap_calls + s.munmap_calls + s.madvise_calls + s.mremap_calls;
+}
+
+/* ---- reuse ---------------------------------------------------------------- */
+
+enum { BIG_LIVE = 16 };
+
+/* Replaces random blocks of 2-24 MiB, writing each new one whole. */
+static size_t replace_big(char **slot, rng_t *rng, int iterations) {
+  size_t written = 0;
+  for (int i = 0; i < iterations; i++) {
+    size_t k = (size_t)rng_below(rng, BIG_LIVE), n = rng_range(rng, 2 * MiB, 24 * MiB);
+    free(slot[k]);
+    slot[k] = malloc(n);
+    CHECK(slot[k] != NULL);
+    memset(slot[k], i, n);
+    written += n;
+  }
+  return written;
+}
+
+static void big_blocks_reused(void) {
+  char *slot[BIG_LIVE] = {0};
+  rng_t rng = {11};
+  replace_big(slot, &rng, 200);
+  unsigned long long calls = os_calls();
+  long faults = minor_faults();
+  size_t written = replace_big(slot, &rng, 300);
+  unsigned long long new_calls = os_calls() - calls;
+  long pages = (long)(written / 4096), new_faults = minor_faults() - faults;
+  printf("  300 replacements (%zu MiB written): %llu OS calls, %ld page faults\n", written / MiB, new_calls,
+         new_faults);
+  CHECK_EQ(new_calls, 0);
+  CHECK_MSG(new_faults < pages / 50, "%ld page faults for %ld pages written", new_faults, pages);
+  for (int k = 0; k < BIG_LIVE; k++) free(slot[k]);
+}
+
+/* Each round's thread frees what the last round's left, and leaves half of
+ * its own blocks (40 KiB to 900 KiB) to the next. */
+static void *large_round(void *arg) {
+  void **handover = arg;
+  rng_t rng = {(uint64_t)(uintptr_t)arg};
+  for (int i = 0; i < 64; i++) free(handover[i]);
+  for (int i = 0; i < 128; i++) {
+    size_t n = rng_range(&rng, 40000, 900000);
+    void *p = malloc(n);
+    CHECK(p != NULL);
+    memset(p, i, n);
+    if (i % 2) free(p);
+    else handover[i / 2] = p;
+  }
+  return NULL;
+}
+
+static void run_large_rounds(void **handover, int rounds) {
+  for (int r = 0; r < rounds; r++) {
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, large_round, handover) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+  }
+}
+
+static void large_blocks_reused_across_threads(void) {
+  static void *handover[64];
+  run_large_rounds(handover, 8);
+  unsigned long long calls = os_calls();
+  run_large_rounds(handover, 16);
+  unsigned long long new_calls = os_calls() - calls;
+  printf("  16 more rounds of threads: %llu OS calls\n", new_calls);
+  CHECK_EQ(new_calls, 0);
+  for (int i = 0; i < 64; i++) free(handover[i]);
+}
+
+/* ---- giving back ---------------------------------------------------------- */
+
+static void **fill(size_t count, size_t size) {
+  void **v = malloc(count * sizeof *v);
+  CHECK(v != NULL);
+  for (size_t i = 0; i < count; i++) {
+    v[i] = malloc(size);
+    CHECK(v[i] != NULL);
+    memset(v[i], 1, size);
+  }
+  return v;
+}
+
+static void release(void **v, size_t count) {
+  rng_t rng = {3};
+  for (size_t i = count; i > 1; i--) {  /* scrambled, as real programs free */
+    size_t j = (size_t)rng_below(&rng, i);
+    void *t = v[j];
+    v[j] = v[i - 1];
+    v[i - 1] = t;
+  }
+  for (size_t i = 0; i < count; i++) free(v[i]);
+  free(v);
+}
+
+static void trim_gives_everything_back(void) {
+  size_t start = rss_bytes(), count = 25 * MiB / 1024;
+  release(fill(count, 1024), count);
+  size_t before = rss_bytes();
+  int r = malloc_trim(0);
+  size_t after = rss_bytes();
+  printf("  RSS %zu KiB at start, %zu KiB after freeing 25 MiB, %zu KiB after malloc_trim (it said %d)\n",
+         start / 1024, before / 1024, after / 1024, r);
+  CHECK_EQ(r, 1);
+  CHECK_MSG(after < start + MiB, "malloc_trim left %zu KiB above the start", (after - start) / 1024);
+  CHECK_EQ(malloc_trim(0), 0);
+}
+
+/* Frees a peak of small and medium blocks, then waits without calling the
+ * allocator; returns how long RSS took to come back within `slack` of where
+ * it started, or -1 if it did not within `wait_ms`. */
+static long idle_after_peak(size_t peak, size_t slack, long wait_ms) {
+  size_t start = rss_bytes(), small = peak / 2 / 100, medium = peak / 2 / 5000;
+  void **a = fill(small, 100), **b = fill(medium, 5000);
+  printf("  RSS %zu MiB at the peak\n", rss_bytes() / MiB);
+  release(a, small);
+  release(b, medium);
+  printf("  RSS %zu MiB after freeing\n", rss_bytes() / MiB);
+  for (long t = 0; t <= wait_ms; t += 50) {
+    if (rss_bytes() < start + slack) return t;
+    sleep_ms(50);
+  }
+  printf("  RSS %zu MiB after %ld ms idle\n", rss_bytes() / MiB, wait_ms);
+  return -1;
+}
+
+static void idle_memory_goes_back(void) {
+  long t = idle_after_peak(256 * MiB, 32 * MiB, 5000);
+  printf("  back within 32 MiB of the start after %ld ms idle\n", t);
+  CHECK(t >= 0);
+  CHECK_EQ(purger_threads(), 1);
+}
+
+static void speed_starts_no_thread(void) {
+  void **a = fill(100000, 100);
+  release(a, 100000);
+  sleep_ms(300);
+  CHECK_EQ(purger_threads(), 0);
+}
+
+static void fork_with_purger_running(void) {
+  idle_memory_goes_back();
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    alarm(30);
+    CHECK_EQ(purger_threads(), 0);  /* the parent's does not exist here */
+    long t = idle_after_peak(128 * MiB, 32 * MiB, 5000);
+    printf("  child: back after %ld ms idle\n", t);
+    CHECK(t >= 0);
+    CHECK_EQ(purger_threads(), 1);
+    _exit(0);
+  }
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %s", describe_status(status));
+  void **a = fill(1000, 300);  /* the parent goes on */
+  release(a, 1000);
+}
+
+/* Lean mode gives back what goes over its target (8 MiB) at once: just after
+ * 128 MiB were freed, RSS is within the target plus what the caches pin (the
+ * thread's few blocks of the class and the batches parked in the central
+ * cache, each block holding its 64 KiB slab). */
+static void lean_keeps_little(void) {
+  size_t start = rss_bytes(), count = 128 * MiB / 2000;
+  release(fill(count, 2000), count);
+  size_t after = rss_bytes();
+  printf("  lean: RSS %zu KiB at start, %zu KiB just after freeing 128 MiB\n", start / 1024, after / 1024);
+  CHECK_MSG(after < start + 16 * MiB, "%zu KiB above the start", (after - start) / 1024);
+}
+
+/* ---- cases and their settings ------------------------------------------- */
+
+typedef struct test_case {
+  const char *name;
+  void (*fn)(void);
+  const char *env[3];
+} test_case_t;
+
+static const test_case_t cases[] = {
+    /* a delay longer than the cases: any system call would be reuse failing */
+    {"big_blocks_reused", big_blocks_reused, {"HAKMEM_PURGE_DELAY_MS=60000"}},
+    {"large_blocks_reused_across_threads", large_blocks_reused_across_threads, {"HAKMEM_PURGE_DELAY_MS=60000"}},
+    {"trim_gives_everything_back", trim_gives_everything_back, {NULL}},
+    {"idle_memory_goes_back", idle_memory_goes_back, {"HAKMEM_PROFILE=balanced"}},
+    {"speed_starts_no_thread", speed_starts_no_thread, {"HAKMEM_PROFILE=speed"}},
+    {"fork_with_purger_running", fork_with_purger_running, {"HAKMEM_PROFILE=balanced"}},
+    {"lean_keeps_little", lean_keeps_little, {"HAKMEM_PROFILE=lean"}},
+};
+
+int main(int argc, char **argv) {
+  test_init();
+  CHECK_MSG(hakmem_active(), "this test needs hakmem");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (argc > 1) {
+      if (strcmp(argv[1], cases[i].name) == 0) cases[i].fn();
+      continue;
+    }
+    child_result_t res;
+    printf("  %s\n", cases[i].name);
+    fflush(stdout);
+    run_self(cases[i].name, cases[i].env, 60, &res);
+    if (res.err[0]) printf("%s", res.err);
+    CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s: %s", cases[i].name,
+              describe_status(res.status));
+  }
+  return 0;
+}
