@@ -9,7 +9,8 @@
 
 PYTHON ?= python3
 
-BENCH_PROGRAMS := random_mixed fixed_size tiny_hot patterns mixed_large larson prodcons
+BENCH_PROGRAMS := random_mixed fixed_size tiny_hot patterns mixed_large larson prodcons \
+                  big_blocks thread_churn memory_return
 BENCH_BINS     := $(BENCH_PROGRAMS:%=$(BUILD)/bench/%)
 BENCH_CFLAGS   := -std=gnu11 -O2 -g -pthread -Wall -Wextra
 
@@ -25,7 +26,7 @@ bench-programs: $(BENCH_BINS)
 
 $(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench.h bench/bench.mk
 	@mkdir -p $(@D)
-	$(CC) $(BENCH_CFLAGS) $< -o $@
+	$(CC) $(BENCH_CFLAGS) $< -o $@ -lm
 
 bench: lib bench-programs
 	$(PYTHON) scripts/bench.py $(BENCH_OPTS)

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from hakbench import allocators, callgrind, charts, machine, report, runner, stats, suite
+from hakbench import allocators, callgrind, charts, machine, memreturn, report, runner, stats, suite
 from hakbench.allocators import BASELINE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,11 +52,10 @@ def program(build, bench):
     return os.path.join(build, "bench", bench.program)
 
 
-def run_matrix(benches, allocs, opts, tools):
+def run_matrix(benches, allocs, opts, tools, progress):
     """All timed runs, then one strace run per benchmark and allocator.
     Returns (runs: {(bench, alloc): [Run]}, os_calls, self_stats, failures)."""
     traced = "strace" in tools
-    progress = Progress(len(benches) * len(allocs) * (opts.runs + traced))
     runs, os_calls, self_stats, failures = {}, {}, {}, []
 
     def failed(bench, alloc, what, r):
@@ -83,7 +82,6 @@ def run_matrix(benches, allocs, opts, tools):
             own = runner.parse_fields(r.stderr, "[SS_OS_STATS]")
             if own:
                 self_stats[bench.name, alloc.name] = " ".join(f"{k}={v}" for k, v in own[-1].items())
-    progress.close()
     return runs, os_calls, self_stats, failures
 
 
@@ -145,7 +143,7 @@ def method(opts, tools):
     return "  ".join(text)
 
 
-def write_report(opts, rows, runs, failures, tools):
+def write_report(opts, rows, runs, failures, tools, returned):
     stamp = time.strftime("%Y-%m-%d-%H%M%S")
     out = os.path.join(opts.out, stamp)
     os.makedirs(out)
@@ -162,9 +160,14 @@ def write_report(opts, rows, runs, failures, tools):
                             lambda r: r["median_maxrss_kb"] and r["median_maxrss_kb"] / 1024, log=True):
             chart_list.append(("rss.svg", "peak RSS"))
 
+    md = report.markdown(f"hakmem benchmarks {stamp}", machine.describe(ROOT), method(opts, tools), rows,
+                         chart_list, failures)
+    if returned:
+        command, results = returned
+        chart = memreturn.write(out, results) if "gnuplot" in tools else None
+        md += "\n" + "\n".join(memreturn.markdown(command, results, chart))
     with open(os.path.join(out, "report.md"), "w") as f:
-        f.write(report.markdown(f"hakmem benchmarks {stamp}", machine.describe(ROOT), method(opts, tools), rows,
-                                chart_list, failures))
+        f.write(md)
     return out
 
 
@@ -251,10 +254,23 @@ def main():
     if not allocs:
         sys.exit("no allocator to run")
 
-    runs, os_calls, self_stats, failures = run_matrix(benches, allocs, opts, tools)
-    rows = summarize(benches, allocs, opts, runs, os_calls, self_stats)
+    timed = [b for b in benches if b is not suite.MEMORY_RETURN]
+    idle = suite.MEMORY_RETURN in benches
+    progress = Progress(len(timed) * len(allocs) * (opts.runs + ("strace" in tools))
+                        + idle * len(memreturn.contenders(allocs)))
+    runs, os_calls, self_stats, failures = run_matrix(timed, allocs, opts, tools, progress)
+    returned = None
+    if idle:
+        argv = [program(opts.build, suite.MEMORY_RETURN), *suite.MEMORY_RETURN.args(opts.size)]
+        results = memreturn.run(argv, allocs, opts.timeout, progress)
+        failures += [f"memory_return under {n}: {r.status}" for n, (_, _, r) in results.items() if not r.ok]
+        returned = (" ".join(["memory_return", *suite.MEMORY_RETURN.args(opts.size)]), results)
+    progress.close()
+    rows = summarize(timed, allocs, opts, runs, os_calls, self_stats)
     print(report.terminal_table(rows))
-    out = write_report(opts, rows, runs, failures, tools)
+    if returned:
+        print("\n" + "\n".join(memreturn.markdown(*returned, None)[4:]))
+    out = write_report(opts, rows, runs, failures, tools, returned)
     print(f"\nreport: {os.path.relpath(out, os.getcwd())}/report.md")
     if failures:
         print(f"\n{len(failures)} failed runs:\n" + "\n".join("  " + f for f in failures))

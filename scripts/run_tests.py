@@ -87,6 +87,7 @@ TESTS = [
     # hakmem's own; with libearly.so preloaded too, the order is reversed.
     Test("preload_check", "preload", "preload_check"),
     Test("memory_lifecycle", "preload", "memory_lifecycle"),
+    Test("options", "preload", "options"),
     Test("early.preload_first", "preload", "early",
          env={"LD_PRELOAD": "{test}/libearly.so:{lib}"}),
     # Linked with libhakmem.a.
@@ -104,6 +105,7 @@ TESTS = [
     linked("static", "bad_free"),
     linked("static", "hak_api"),
     linked("static", "hak_threads"),
+    linked("static", "prewarm"),
     # The `standard` variant, with its consistency checks.
     linked("standard", "integrity"),
     linked("standard", "threads"),
@@ -129,6 +131,7 @@ TESTS = [
     script("bash", "test/programs/bash.sh", needs=("bash",)),
     script("gxx", "test/programs/gxx.sh", needs=("g++",)),
     script("bench_smoke", "test/programs/bench_smoke.sh", needs=("python3",)),
+    script("options_doc", "test/programs/options_doc.sh", needs=("awk",)),
 ]
 
 SANITIZER_ENV = {

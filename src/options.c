@@ -121,13 +121,13 @@ static size_t read_option(const hk_option_t *o, size_t def, bool *from_env) {
     *from_env = true;
     return v;
   }
-  char shown[32];
+  char shown[32], expected[96] = "1/0, on/off, yes/no or true/false";
   hk_option_format(o, def, shown, sizeof shown);
-  const char *kind = o->type == HK_OPT_BOOL ? "1/0, on/off, yes/no or true/false"
-                     : o->type == HK_OPT_ENUM ? "one of the names listed in the README"
-                     : o->type == HK_OPT_SIZE ? "a size: digits, optionally followed by K, M or G"
-                                              : "a whole number";
-  hk_message("hakmem: ignoring %s=%s (expected %s, at most %zu); using %s\n", o->name, s, kind, o->max, shown);
+  if (o->type == HK_OPT_UINT) snprintf(expected, sizeof expected, "a whole number, at most %zu", o->max);
+  if (o->type == HK_OPT_SIZE) snprintf(expected, sizeof expected, "a size, with K, M or G or without, at most %zu", o->max);
+  for (size_t i = 0, len = 0; o->type == HK_OPT_ENUM && o->names[i]; i++)
+    len += (size_t)snprintf(expected + len, sizeof expected - len, "%s%s", i ? ", " : "one of ", o->names[i]);
+  hk_message("hakmem: ignoring %s=%s (expected %s); using %s\n", o->name, s, expected, shown);
   return def;
 }
 

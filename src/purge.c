@@ -46,6 +46,21 @@ void hk_purge_resident_add(ptrdiff_t bytes) {
 
 size_t hk_purge_resident(void) { return atomic_load_explicit(&resident_free, memory_order_relaxed); }
 
+static bool over_lean_target(void) {
+  return hk_opt.mem_lean && hk_purge_resident() > (hk_opt.lean_target_mb << 20);
+}
+
+/* Lean mode over its target: gives back free resident memory, the oldest
+ * first, down to half the target, so that the next time waits for as much
+ * again.  The caller holds tick_lock. */
+static void lean_trim(void) {
+  size_t resident = hk_purge_resident(), target = hk_opt.lean_target_mb << 20;
+  if (!hk_opt.mem_lean || resident <= target) return;
+  size_t want = resident - target / 2;
+  size_t bytes = hk_superslab_purge(HK_PURGE_DIRTY, want);
+  if (bytes < want) hk_huge_purge(HK_PURGE_DIRTY, want - bytes);
+}
+
 /* Runs a tick; the caller holds tick_lock.  `pending` is cleared first: a
  * layer left with memory to give back later says so again. */
 static void tick(uint64_t now) {
@@ -54,6 +69,7 @@ static void tick(uint64_t now) {
   hk_central_purge(HK_PURGE_DUE);
   hk_superslab_purge(HK_PURGE_DUE, 0);
   hk_huge_purge(HK_PURGE_DUE, 0);
+  lean_trim();
 }
 
 static bool tick_if_due(void) {
@@ -115,16 +131,12 @@ static void purger_start(void) {
 }
 
 void hk_purge_poll_slow(void) {
-  size_t resident = hk_purge_resident();
-  size_t target = hk_opt.lean_target_mb << 20;
-  if (hk_opt.mem_lean && resident > target && !pthread_mutex_trylock(&tick_lock)) {
-    /* down to half the target, so that the next purge waits for as much again */
-    size_t want = resident - target / 2;
-    size_t bytes = hk_superslab_purge(HK_PURGE_DIRTY, want);
-    if (bytes < want) hk_huge_purge(HK_PURGE_DIRTY, want - bytes);
+  if (over_lean_target()) {  /* waits for a tick under way: the cap is a promise */
+    pthread_mutex_lock(&tick_lock);
+    lean_trim();
     pthread_mutex_unlock(&tick_lock);
   }
-  if (hk_opt.background_purge && resident >= HK_PURGER_START) purger_start();
+  if (hk_opt.background_purge && hk_purge_resident() >= HK_PURGER_START) purger_start();
   if (atomic_load(&purger_state) != PURGER_RUNNING) {
     tick_if_due();
   } else if (atomic_load(&purger_sleeping)) {

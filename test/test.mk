@@ -35,11 +35,11 @@ TEST_HAKLINK   = -rdynamic $(1) $(TEST_LDLIBS)
 # preload_check (run only with hakmem preloaded).
 TEST_PLAIN := api align usable_size integrity realloc threads cross_thread \
               thread_churn thread_exit fork dlopen_tls libc_interop \
-              address_space_limit memory_reuse preload_check memory_lifecycle
+              address_space_limit memory_reuse preload_check memory_lifecycle options
 # Linked with libhakmem.a (the last four are hakmem-only).
 TEST_STATIC := api realloc threads cross_thread fork early dlopen_tls \
                libc_interop address_space_limit \
-               steady_state bad_free hak_api hak_threads
+               steady_state bad_free hak_api hak_threads prewarm
 TEST_STANDARD := integrity threads cross_thread thread_exit fork
 TEST_UBSAN  := api realloc integrity threads cross_thread thread_exit hak_api
 TEST_ASAN   := hak_api hak_threads
@@ -65,7 +65,7 @@ TSAN_FLAGS  := -fsanitize=thread
 .PHONY: test test-deps test-programs test-plain test-glibc test-clean test-always
 
 test: test-deps
-	@$(MAKE) --no-print-directory lib bench-programs
+	@$(MAKE) --no-print-directory lib bench-programs $(BUILD)/options_doc
 	@$(MAKE) --no-print-directory -k test-programs || \
 	  echo "test: some test programs did not build; the runner reports them as FAIL"
 	@$(PYTHON) scripts/run_tests.py --build $(BUILD) $(TESTS)

@@ -33,14 +33,16 @@ TOOLS = {
 class Allocator:
     name: str
     preload: str | None  # None: glibc's malloc, nothing preloaded
+    settings: tuple = ()  # (variable, value) pairs of its own, e.g. a hakmem profile
 
     def env(self, **extra):
         """The environment of a run: ours, with this allocator preloaded and
-        the extra variables set."""
+        its settings and the extra variables set."""
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
         if self.preload:
             env["LD_PRELOAD"] = self.preload
+        env.update(self.settings)
         env.update(extra)
         return env
 

@@ -21,6 +21,7 @@ class Run:
     maxrss_kb: int | None = None  # measured with rusage=True only
     minflt: int | None = None
     stderr: str = ""
+    stdout: str = ""
 
     @property
     def ok(self):
@@ -90,8 +91,8 @@ def run(argv, env, timeout, rusage=False):
         status, wall = _spawn(argv, env, out, err, timeout)
         out.seek(0)
         err.seek(0)
-        r = Run(status, parse_fields(out.read().decode(errors="replace"), "RESULT "), wall,
-                stderr=err.read().decode(errors="replace"))
+        text = out.read().decode(errors="replace")
+        r = Run(status, parse_fields(text, "RESULT "), wall, stderr=err.read().decode(errors="replace"), stdout=text)
         for line in usage.read().splitlines():
             if line.startswith("Command terminated by signal"):
                 r.status = signal.Signals(int(line.split()[-1])).name

@@ -31,14 +31,26 @@ SUITE = (
     Bench("larson-64k", "larson", (2, 1.0, 1000, 1, 16, 65536), (2, 0.2, 1000, 1, 16, 65536),
           (2, 0.02, 100, 1, 16, 65536)),
     Bench("prodcons", "prodcons", (10000000, 1024, 1), (2000000, 1024, 1), (10000, 64, 1)),
+    # memory to and from the OS: blocks of megabytes, threads that come and go
+    Bench("big_blocks", "big_blocks", (300, 8, 1, 1 << 20, 64 << 20), (40, 8, 1, 1 << 20, 64 << 20),
+          (3, 2, 1, 1 << 20, 4 << 20)),
+    Bench("big_blocks-2-24M", "big_blocks", (1000, 16, 1, 2 << 20, 24 << 20), (100, 16, 1, 2 << 20, 24 << 20),
+          (3, 2, 1, 2 << 20, 3 << 20)),
+    Bench("thread_churn", "thread_churn", (20, 4, 100000, 1000, 1), (5, 4, 20000, 1000, 1), (2, 2, 500, 100, 1)),
 )
 
+# Not a throughput benchmark: a peak, then RSS sampled while the program is
+# idle, under each allocator and each hakmem profile (scripts/hakbench/memreturn.py).
+MEMORY_RETURN = Bench("memory_return", "memory_return", (1024, 5, 100), (256, 2, 100), (8, 0, 100))
+
 def select(selectors):
-    """The benchmarks named, by row name or program name, in suite order."""
+    """The benchmarks named, by row name or program name, in suite order (the
+    memory-return run last)."""
+    every = (*SUITE, MEMORY_RETURN)
     if not selectors:
-        return list(SUITE)
-    known = {b.name for b in SUITE} | {b.program for b in SUITE}
+        return list(every)
+    known = {b.name for b in every} | {b.program for b in every}
     unknown = [s for s in selectors if s not in known]
     if unknown:
         raise SystemExit(f"unknown benchmark {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return [b for b in SUITE if b.name in selectors or b.program in selectors]
+    return [b for b in every if b.name in selectors or b.program in selectors]
