@@ -53,8 +53,9 @@ void *hk_realloc(void *p, size_t size) {
     hk_free_fast(p);
     return NULL;
   }
-  unsigned cls = (unsigned)hk_class_map_lookup(p);
-  if (cls - 1u < HK_NCLASS) {
+  uintptr_t cls = hk_class_map_lookup(p);
+  if (cls - 1 < HK_NCLASS) {
+    if (!hk_on_boundary(p, cls) || ((const uint64_t *)p)[1] == hk_fast.free_key) hk_misuse("realloc", p, cls);
     size_t old_size = hk_classes[cls].size;
     if (size <= old_size && (size >= old_size / 2 || old_size <= 256)) return p;
     return realloc_move(p, old_size, size);
@@ -62,8 +63,8 @@ void *hk_realloc(void *p, size_t size) {
   if (cls == HK_MAP_HUGE) {
     if (size > HK_CLASS_MAX) return hk_huge_realloc(p, size);
     size_t old_size = hk_huge_usable_size(p);
-    if (old_size == 0) hk_fatal("realloc(): invalid pointer", p);
+    if (old_size == 0) hk_misuse("realloc", p, cls);
     return realloc_move(p, old_size, size);
   }
-  hk_fatal("realloc(): invalid pointer", p);
+  hk_misuse("realloc", p, cls);
 }

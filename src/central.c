@@ -128,7 +128,8 @@ void hk_central_put(unsigned cls, void *chain, unsigned count) {
   hk_central_t *c = &central[cls];
   pthread_mutex_lock(&c->lock);
   c->active = true;
-  if (c->ntransfer < HK_TRANSFER_SLOTS) {
+  /* Each parked block keeps its slab resident: lean mode parks fewer. */
+  if (c->ntransfer < (hk_opt.mem_lean ? HK_TRANSFER_SLOTS_LEAN : HK_TRANSFER_SLOTS)) {
     c->transfer[c->ntransfer++] = (hk_batch_t){chain, count};
     pthread_mutex_unlock(&c->lock);
     hk_purge_note();  /* parked blocks go home if the class goes idle */

@@ -64,7 +64,34 @@ static hk_region_t *lookup(const void *p) {
   size_t off = (size_t)(a - (uintptr_t)r);
   if (r->offset) return off == r->offset && r->used ? r : NULL;
   unsigned g = (unsigned)(off >> HK_GRANULE_SHIFT);
-  return g < HK_REGION_GRANULES && r->run[g] ? r : NULL;
+  return g < HK_REGION_GRANULES && r->run[g] && (r->used >> g & 1) ? r : NULL;
+}
+
+/* The region whose header p's 64 MiB or the one below starts with, or NULL. */
+static hk_region_t *region_around(const void *p) {
+  hk_region_t *r = (hk_region_t *)((uintptr_t)p & ~(HK_REGION_SIZE - 1));
+  if (hk_class_map_lookup(r) != HK_MAP_REGION) r = region_of(p);
+  return (uintptr_t)p >= HK_GRANULE && hk_class_map_lookup(r) == HK_MAP_REGION &&
+                 r->magic == (HK_REGION_MAGIC ^ (uintptr_t)r) && (const uint8_t *)p < (uint8_t *)r + r->size
+             ? r : NULL;
+}
+
+/* Read without the lock: for a message before abort.  The start of a freed
+ * block keeps its run length until a block is put over it. */
+size_t hk_huge_block_of(const void *p, bool *live) {
+  hk_region_t *r = region_around(p);
+  if (!r) return 0;
+  size_t off = (size_t)((const uint8_t *)p - (uint8_t *)r);
+  if (r->offset) {
+    *live = r->used && off > r->offset;
+    return off >= r->offset && (*live || off == r->offset) ? r->size - r->offset : 0;
+  }
+  for (int g = (int)(off >> HK_GRANULE_SHIFT); g > 0; g--) {
+    if (!r->run[g] || (size_t)(g + r->run[g]) << HK_GRANULE_SHIFT <= off) continue;
+    *live = r->used >> g & 1;
+    return *live || off == (size_t)g << HK_GRANULE_SHIFT ? (size_t)r->run[g] << HK_GRANULE_SHIFT : 0;
+  }
+  return 0;
 }
 
 static size_t block_bytes(const hk_region_t *r, const void *p) {
@@ -89,6 +116,7 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
   r->size = size;
   r->used = 1;
   r->offset = offset;
+  hk_class_map_set(r, 1, HK_MAP_REGION);
   return r;
 }
 
@@ -162,6 +190,7 @@ static void *shared_alloc(unsigned n, size_t alignment, bool zero, size_t size) 
   }
   take_granules(r, (unsigned)g, n);
   r->run[g] = (uint8_t)n;
+  memset(&r->run[g + 1], 0, n - 1);  /* no freed block's start lies inside a live one */
   uint8_t *p = (uint8_t *)r + ((size_t)g << HK_GRANULE_SHIFT);
   for (uint64_t stale = zero ? r->stale & granules_mask((unsigned)g, n) : 0; stale; stale &= stale - 1) {
     size_t off = ((size_t)__builtin_ctzll(stale) - (size_t)g) << HK_GRANULE_SHIFT;
@@ -197,10 +226,15 @@ static void *jumbo_alloc(size_t size, size_t alignment, bool zero) {
   return (uint8_t *)r + offset;
 }
 
+static void region_unmap(hk_region_t *r) {
+  r->magic = 0;
+  hk_class_map_set(r, 1, 0);
+  hk_os_unmap(r, r->size);
+}
+
 static void jumbo_unmap(hk_region_t *r) {
   if (r->dirty | r->dirty_old) hk_purge_resident_add(-(ptrdiff_t)(r->size - r->offset));
-  r->magic = 0;
-  hk_os_unmap(r, r->size);
+  region_unmap(r);
 }
 
 /* The jumbo regions of the cache, oldest first, while `bytes` < `want`. */
@@ -239,8 +273,7 @@ static void free_locked(hk_region_t *r, void *p) {
   mark(p, 0);
   if (!r->offset) {
     unsigned g = (unsigned)(((uintptr_t)p - (uintptr_t)r) >> HK_GRANULE_SHIFT);
-    release_granules(r, g, r->run[g]);
-    r->run[g] = 0;
+    release_granules(r, g, r->run[g]);  /* run[g] stays: a second free is known as one */
     if (r->used == 1) hk_purge_note();  /* an empty region: unmapped when its pages are gone */
     return;
   }
@@ -260,7 +293,7 @@ void hk_huge_free(void *p) {
   hk_region_t *r = lookup(p);
   if (!r) {
     pthread_mutex_unlock(&huge_lock);
-    hk_fatal("free(): invalid pointer", p);
+    hk_misuse("free", p, HK_MAP_HUGE);
   }
   free_locked(r, p);
   pthread_mutex_unlock(&huge_lock);
@@ -287,6 +320,7 @@ static bool shared_resize(hk_region_t *r, void *p, size_t size) {
     uint64_t more = granules_mask(g + old, (unsigned)n - old);
     if (r->used & more) return false;
     take_granules(r, g + old, (unsigned)n - old);
+    memset(&r->run[g + old], 0, n - old);
     r->stale |= more;
   }
   r->run[g] = (uint8_t)n;
@@ -325,9 +359,11 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
     hk_os_unmap(target, HK_GRANULE);
     return NULL;
   }
+  hk_class_map_set(r, 1, 0);
   r = (hk_region_t *)target;
   r->magic = HK_REGION_MAGIC ^ (uintptr_t)r;
   r->size = total;
+  hk_class_map_set(r, 1, HK_MAP_REGION);
   mark(target + r->offset, HK_MAP_HUGE);
   return target + r->offset;
 }
@@ -337,7 +373,7 @@ void *hk_huge_realloc(void *p, size_t size) {
   hk_region_t *r = lookup(p);
   if (!r) {
     pthread_mutex_unlock(&huge_lock);
-    hk_fatal("realloc(): invalid pointer", p);
+    hk_misuse("realloc", p, HK_MAP_HUGE);
   }
   if (size > (size_t)PTRDIFF_MAX - HK_REGION_SIZE) {
     pthread_mutex_unlock(&huge_lock);
@@ -393,8 +429,7 @@ size_t hk_huge_purge(int mode, size_t want) {
     pending |= r->dirty_old != 0;
     if (r->used != 1 || empty++ == 0 || r->dirty_old) continue;
     hk_list_remove(&regions, r);
-    r->magic = 0;
-    hk_os_unmap(r, r->size);
+    region_unmap(r);
   }
   if (mode == HK_PURGE_ALL) bytes = unmap_cached(SIZE_MAX, bytes);
   for (hk_region_t *r = jumbo_cache, *next; r; r = next) {  /* a tick: the cache ages */

@@ -1,8 +1,22 @@
 /* Process set-up (on the first call, whoever makes it: ld.so, a constructor,
  * main), the thread-exit hook and fork safety. */
+#include <sys/random.h>
+#include <time.h>
 #include "internal.h"
 
 atomic_bool hk_ready;
+
+/* A key no program writes by chance: random, else from the clock and the
+ * address space layout; never 0 (the contents of fresh memory). */
+static uint64_t random_key(void) {
+  uint64_t k = 0;
+  if (getrandom(&k, sizeof k, GRND_NONBLOCK) != sizeof k) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    k = ((uint64_t)ts.tv_nsec << 32 ^ (uint64_t)ts.tv_sec ^ (uintptr_t)&ts) * 0x9e3779b97f4a7c15ull;
+  }
+  return k | 1;
+}
 pthread_key_t hk_thread_key;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -29,6 +43,7 @@ void hk_process_init_slow(void) {
   bool first = false;
   pthread_mutex_lock(&init_lock);
   if (!atomic_load_explicit(&hk_ready, memory_order_relaxed)) {
+    hk_fast.free_key = random_key();  /* before any block exists */
     hk_options_init();
     hk_size_classes_init();
     hk_arenas_init(hk_os_cpus());

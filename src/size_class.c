@@ -10,22 +10,15 @@ static uint32_t class_size(unsigned c) {
   return (256u << d) + (j + 1) * (32u << d);
 }
 
-/* Small classes: the fewest 64 KiB units whose tail left over after the last
- * block is at most 1/8 of the slab, else the span that wastes least.  Large
- * classes: one block per slab, so that a freed block gives its units back to
- * the SuperSlab for blocks of any size (the unused tail is never touched). */
+/* Small classes: one 64 KiB unit per slab, so that the slab of a block
+ * starts at its unit and free() checks a block boundary with the offset in
+ * the unit alone (hk_on_boundary).  The tail left after the last block
+ * (up to a third of the unit for some classes above 16 KiB) is never carved,
+ * so never touched: it costs address space, not memory.  Large classes: one
+ * block per slab, so that a freed block gives its units back to the
+ * SuperSlab for blocks of any size. */
 static unsigned slab_units(uint32_t size) {
-  if (size > HK_LARGE_MIN) return (unsigned)((size + HK_UNIT_SIZE - 1) / HK_UNIT_SIZE);
-  unsigned best = 1;
-  size_t best_waste = SIZE_MAX;
-  for (unsigned k = 1; k <= HK_SLAB_MAX_UNITS; k++) {
-    size_t bytes = k * HK_UNIT_SIZE;
-    if (bytes < size) continue;
-    size_t waste = bytes % size;
-    if (waste * 8 <= bytes) return k;
-    if (waste * best * HK_UNIT_SIZE < best_waste * bytes) { best = k; best_waste = waste; }
-  }
-  return best;
+  return size > HK_LARGE_MIN ? (unsigned)((size + HK_UNIT_SIZE - 1) / HK_UNIT_SIZE) : 1;
 }
 
 void hk_size_classes_init(void) {
@@ -35,6 +28,7 @@ void hk_size_classes_init(void) {
     ci->size = size;
     ci->units = (uint8_t)slab_units(size);
     ci->capacity = (uint16_t)(ci->units * HK_UNIT_SIZE / size);
+    hk_fast.class_magic[c] = (uint32_t)(((uint64_t)1 << 32) / size + (((uint64_t)1 << 32) % size != 0));
     /* Per class and thread: 16..512 blocks of up to 1 KiB (about 64 KiB),
      * about 128 KiB of 1..32 KiB blocks (113 down to 4 of them).  Large blocks have
      * no per-class capacity: every free of one asks hk_free_overflow, which

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "internal.h"
 
@@ -23,6 +24,26 @@ void hk_message(const char *fmt, ...) {
 
 void hk_fatal(const char *what, const void *p) {
   hk_message("hakmem: %s: %p\n", what, p);
+  abort();
+}
+
+/* A call given a pointer it cannot take: says which kind of misuse in one
+ * line and aborts.  cls is p's class map entry.  Slabs and huge regions keep
+ * their descriptors after their blocks are freed, so a block given back to
+ * its SuperSlab or region is still recognised as freed. */
+void hk_misuse(const char *call, const void *p, uintptr_t cls) {
+  size_t size = 0;
+  bool live = false;
+  if (cls - 1 < HK_NCLASS) {
+    size = hk_classes[cls].size;
+    live = !hk_on_boundary(p, cls);
+  } else if (!(size = hk_superslab_block_of(p, &live))) {
+    size = hk_huge_block_of(p, &live);
+  }
+  if (!size) hk_message("hakmem: %s of invalid pointer %p (not a block hakmem handed out)\n", call, p);
+  else if (live) hk_message("hakmem: %s of %p, inside a block (block size %zu)\n", call, p, size);
+  else if (!strcmp(call, "free")) hk_message("hakmem: double free of %p (block size %zu)\n", p, size);
+  else hk_message("hakmem: %s of %p, a block already freed (block size %zu)\n", call, p, size);
   abort();
 }
 

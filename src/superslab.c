@@ -65,6 +65,7 @@ static hk_superslab_t *superslab_map(hk_arena_t *a) {
   }
   ss->used = 1;  /* unit 0: this header; fresh mappings are zero otherwise */
   ss->arena = (uint8_t)(a - arenas);
+  hk_class_map_set(ss, 1, HK_MAP_SUPERSLAB);
   return ss;
 }
 
@@ -121,7 +122,7 @@ hk_slab_t *hk_slab_new(unsigned cls) {
   slab->cls = (uint8_t)cls;
   slab->units = ci->units;
   slab->next = slab->prev = NULL;
-  hk_class_map_set(slab->start, ci->units, (uint8_t)cls);
+  hk_class_map_set(slab->start, 1, (uint8_t)cls);  /* blocks start in the first unit only */
   return slab;
 }
 
@@ -131,7 +132,7 @@ static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab) {
   hk_superslab_t *ss = hk_superslab_of(slab);
   unsigned unit = (unsigned)(slab - ss->slabs);
   uint64_t bits = units_mask(unit, slab->units);
-  hk_class_map_set(slab->start, slab->units, 0);
+  hk_class_map_set(slab->start, 1, 0);
   slab->cls = 0;
   bool was_full = ss->used == ~0ull;
   ss->used &= ~bits;
@@ -187,6 +188,17 @@ void hk_large_release(unsigned cls, void *chain) {
   if (locked) pthread_mutex_unlock(&locked->lock);
 }
 
+size_t hk_superslab_block_of(const void *p, bool *live) {
+  hk_superslab_t *ss = hk_superslab_of(p);
+  if (hk_class_map_lookup(ss) != HK_MAP_SUPERSLAB) return 0;
+  unsigned unit = (unsigned)((uintptr_t)p >> HK_UNIT_SHIFT) & (HK_SS_UNITS - 1);
+  const hk_slab_t *s = &ss->slabs[ss->head_unit[unit]];
+  size_t off = (size_t)((const uint8_t *)p - s->start);
+  if (!unit || !s->block_size || off >= (size_t)s->units * HK_UNIT_SIZE) return 0;
+  *live = s->cls != 0;  /* a slab given back keeps its descriptor until the units are reused */
+  return *live || off % s->block_size == 0 ? s->block_size : 0;
+}
+
 /* One arena's share of a tick (HK_PURGE_DUE: decommits the units free since
  * before the last tick and ages the rest) or of a trim (HK_PURGE_ALL: every
  * free unit); then unmaps the empty SuperSlabs beyond the warm pool whose
@@ -210,6 +222,7 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
     if (ss->dirty_old) continue;
     hk_list_remove(&a->empty, ss);
     a->nempty--;
+    hk_class_map_set(ss, 1, 0);
     hk_os_unmap(ss, HK_SS_SIZE);
     bytes += HK_PAGE_SIZE;  /* the header's page */
   }

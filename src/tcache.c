@@ -27,6 +27,7 @@ static void *alloc_uncached(unsigned cls) {
     return NULL;
   }
   if (n > 1) hk_central_put(cls, *(void **)chain, n - 1);
+  ((uint64_t *)chain)[1] = 0;  /* no longer free */
   return chain;
 }
 
@@ -47,6 +48,7 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
   }
   tc->head[cls] = *(void **)chain;
   tc->room[cls] = (int16_t)(tc->room[cls] - (int)(n - 1));
+  ((uint64_t *)chain)[1] = 0;  /* no longer free */
   return chain;
 }
 
@@ -101,7 +103,12 @@ void hk_free_overflow(void *p) {
   unsigned cls = (unsigned)hk_map_get(p);
   hk_tcache_t *tc = &hk_tc;
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
-    if (tc->state == HK_TC_DEAD) {
+    /* A thread that has not allocated yet gets no cache for its first frees:
+     * those may come after its key destructors have run (a late destructor,
+     * the C library freeing the thread's own memory at exit), and a cache set
+     * up then would never be handed back.  A thread that goes on freeing (a
+     * consumer of other threads' blocks) gets one after a few. */
+    if (tc->state == HK_TC_DEAD || ++tc->early_frees < HK_FREES_BEFORE_CACHE) {
       tcache_drain(tc, cls, 0);
       return;
     }
@@ -149,8 +156,7 @@ void hk_free_slow(void *p) {
     hk_huge_free(p);
     return;
   }
-  /* a small block is turned away by the fast path only when it tops its list */
-  hk_fatal(cls ? "free(): double free detected" : "free(): invalid pointer", p);
+  hk_misuse("free", p, cls);
 }
 
 void hk_thread_init(hk_tcache_t *tc) {

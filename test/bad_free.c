@@ -1,9 +1,9 @@
-/* hakmem only.  Invalid frees are detected: in a child process, free() of a
- * pointer hakmem does not own (a stack address, a pointer into the middle of
- * a static array, memory mapped by someone else, the middle of a huge block)
- * must end the child with SIGABRT and a message on stderr that names hakmem;
- * a double free of a 32-byte block, and of a huge block, must abort with a
- * message containing "double free" or naming hakmem. */
+/* hakmem only.  Misuse is caught: each case runs in a child process, which
+ * must die of SIGABRT with hakmem's one-line message on stderr, naming the
+ * pointer: double frees (at once, after other frees, of blocks of every size
+ * range, of a block given back to its slab or region), frees of pointers
+ * hakmem never handed out (stack, static data, another mapping) and of
+ * pointers inside blocks (small, large, huge), and realloc of any of these. */
 #include "testutil.h"
 
 #include <sys/mman.h>
@@ -12,92 +12,161 @@ static char static_array[4096];
 
 /* Keeps the compiler from seeing (and warning about) what is freed. */
 static void free_opaque(void *p) { free(opaque_ptr(p)); }
+static void *realloc_opaque(void *p, size_t n) { return realloc(opaque_ptr(p), n); }
 
-static void free_stack_address(void *arg) {
+static char *xmalloc(size_t n) {
+  char *p = malloc(n);
+  CHECK(p != NULL);
+  memset(p, 0x5a, n);
+  return p;
+}
+
+static void stack_address(void) {
   char local[64];
-  (void)arg;
   memset(local, 0, sizeof local);
   free_opaque(local + 16);
 }
 
-static void free_into_static_array(void *arg) {
-  (void)arg;
-  free_opaque(static_array + 1024);
-}
+static void static_array_interior(void) { free_opaque(static_array + 1024); }
 
-static void free_twice(void *arg) {
-  void *p = malloc(32);
-  (void)arg;
-  CHECK(p != NULL);
-  memset(p, 0, 32);
-  free_opaque(p);
-  free_opaque(p);
-}
-
-static void free_foreign_mapping(void *arg) {
+static void foreign_mapping(void) {
   char *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  (void)arg;
   CHECK(m != MAP_FAILED);
   free_opaque(m + 4096);
 }
 
-static void free_inside_huge_block(void *arg) {
-  char *p = malloc(16 << 20);
-  (void)arg;
-  CHECK(p != NULL);
+static void small_twice(void) {
+  char *p = xmalloc(32);
+  free_opaque(p);
+  free_opaque(p);
+}
+
+/* glibc's tcache example: another free of the same size comes between */
+static void small_twice_apart(void) {
+  char *p = xmalloc(48), *q = xmalloc(48);
+  free_opaque(p);
+  free_opaque(q);
+  free_opaque(p);
+}
+
+/* the block has gone back to its slab (and the slab to its SuperSlab) by then */
+static void small_twice_after_flush(void) {
+  char *p = xmalloc(100), *v[5000];
+  free_opaque(p);
+  for (int i = 0; i < 5000; i++) v[i] = xmalloc(100);
+  for (int i = 0; i < 5000; i++) free_opaque(v[i]);
+  hak_thread_flush();
+  free_opaque(p);
+}
+
+static void small_interior(void) {
+  char *p = xmalloc(48);
+  free_opaque(p + 16);
+}
+
+static void large_twice(void) {
+  char *p = xmalloc(40000);
+  free_opaque(p);
+  free_opaque(p);
+}
+
+/* given back to its SuperSlab in between (the thread cache is flushed) */
+static void large_twice_after_release(void) {
+  char *p = xmalloc(300000);
+  free_opaque(p);
+  hak_thread_flush();
+  free_opaque(p);
+}
+
+static void large_interior(void) {
+  char *p = xmalloc(40000);
+  free_opaque(p + 4096);
+}
+
+static void large_interior_far(void) {
+  char *p = xmalloc(300000);
+  free_opaque(p + 200000);
+}
+
+static void huge_twice(void) {
+  char *p = xmalloc(16 << 20);
+  free_opaque(p);
+  free_opaque(p);
+}
+
+static void huge_interior(void) {
+  char *p = xmalloc(16 << 20);
   free_opaque(p + (8 << 20));
 }
 
-static void free_huge_twice(void *arg) {
-  char *p = malloc(16 << 20);
-  (void)arg;
-  CHECK(p != NULL);
+static void huge_interior_near(void) {
+  char *p = xmalloc(16 << 20);
+  free_opaque(p + 64);
+}
+
+static void realloc_freed(void) {
+  char *p = xmalloc(64), *q = xmalloc(64);
   free_opaque(p);
+  free_opaque(q);
+  realloc_opaque(p, 200);
+}
+
+static void realloc_interior(void) {
+  char *p = xmalloc(256);
+  realloc_opaque(p + 32, 100);
+}
+
+static void realloc_foreign(void) { realloc_opaque(static_array + 64, 100); }
+
+static void realloc_huge_freed(void) {
+  char *p = xmalloc(8 << 20);
   free_opaque(p);
+  realloc_opaque(p, 16 << 20);
 }
 
-/* Runs fn in a child; it must die of SIGABRT with `needle` on its stderr. */
-static void expect_abort(void (*fn)(void *), const char *what, const char *needle) {
-  child_result_t res;
-  run_in_child(fn, NULL, 20, &res);
-  printf("  %s: child %s, stderr: %s%s", what, describe_status(res.status),
-         res.err[0] ? res.err : "(empty)\n",
-         res.err[0] && res.err[strlen(res.err) - 1] != '\n' ? "\n" : "");
-  CHECK_MSG(WIFSIGNALED(res.status) && WTERMSIG(res.status) == SIGABRT,
-            "%s: child %s, expected SIGABRT", what, describe_status(res.status));
-  CHECK_MSG(strstr(res.err, needle) != NULL, "%s: \"%s\" not in the child's stderr", what, needle);
-}
+typedef struct misuse {
+  const char *name;
+  void (*fn)(void);
+  const char *message;  /* what stderr must say, up to the pointer */
+} misuse_t;
 
-static void stack_address(void) { expect_abort(free_stack_address, "free(stack address)", "hakmem"); }
+static const misuse_t cases[] = {
+    {"free(stack address)", stack_address, "hakmem: free of invalid pointer 0x"},
+    {"free(static array + 1024)", static_array_interior, "hakmem: free of invalid pointer 0x"},
+    {"free(another mapping)", foreign_mapping, "hakmem: free of invalid pointer 0x"},
+    {"free(p); free(p), 32 B", small_twice, "hakmem: double free of 0x"},
+    {"free(p); free(q); free(p), 48 B", small_twice_apart, "hakmem: double free of 0x"},
+    {"double free after 5000 frees and a flush", small_twice_after_flush, "hakmem: double free of 0x"},
+    {"free(48-byte block + 16)", small_interior, "hakmem: free of 0x"},
+    {"free(p); free(p), 40000 B", large_twice, "hakmem: double free of 0x"},
+    {"double free of 300000 B after a flush", large_twice_after_release, "hakmem: double free of 0x"},
+    {"free(40000-byte block + 4096)", large_interior, "hakmem: free of 0x"},
+    {"free(300000-byte block + 200000)", large_interior_far, "hakmem: free of 0x"},
+    {"free(p); free(p), 16 MiB", huge_twice, "hakmem: double free of 0x"},
+    {"free(16 MiB block + 8 MiB)", huge_interior, "hakmem: free of 0x"},
+    {"free(16 MiB block + 64)", huge_interior_near, "hakmem: free of 0x"},
+    {"realloc of a freed block", realloc_freed, "hakmem: realloc of 0x"},
+    {"realloc(256-byte block + 32)", realloc_interior, "hakmem: realloc of 0x"},
+    {"realloc(static array)", realloc_foreign, "hakmem: realloc of invalid pointer 0x"},
+    {"realloc of a freed 8 MiB block", realloc_huge_freed, "hakmem: realloc of 0x"},
+};
 
-static void static_array_interior(void) {
-  expect_abort(free_into_static_array, "free(static array + 1024)", "hakmem");
-}
-
-static void double_free(void) {
-  expect_abort(free_twice, "free(p); free(p)", "double free");
-}
-
-static void foreign_mapping(void) {
-  expect_abort(free_foreign_mapping, "free(mmap'd page)", "hakmem");
-}
-
-static void huge_block_interior(void) {
-  expect_abort(free_inside_huge_block, "free(huge block + 8 MiB)", "hakmem");
-}
-
-static void huge_double_free(void) {
-  expect_abort(free_huge_twice, "free(huge); free(huge)", "hakmem");
-}
+static void run_case(void *arg) { ((const misuse_t *)arg)->fn(); }
 
 int main(void) {
   test_init();
   CHECK_MSG(hakmem_active(), "this test needs hakmem");
-  RUN(stack_address);
-  RUN(static_array_interior);
-  RUN(double_free);
-  RUN(foreign_mapping);
-  RUN(huge_block_interior);
-  RUN(huge_double_free);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const misuse_t *c = &cases[i];
+    child_result_t res;
+    run_in_child(run_case, (void *)c, 20, &res);
+    printf("  %s: %s, stderr: %s%s", c->name, describe_status(res.status), res.err[0] ? res.err : "(empty)\n",
+           res.err[0] && res.err[strlen(res.err) - 1] != '\n' ? "\n" : "");
+    CHECK_MSG(WIFSIGNALED(res.status) && WTERMSIG(res.status) == SIGABRT, "%s: child %s, expected SIGABRT", c->name,
+              describe_status(res.status));
+    CHECK_MSG(strncmp(res.err, c->message, strlen(c->message)) == 0, "%s: stderr does not start with \"%s\"",
+              c->name, c->message);
+    CHECK_MSG(strchr(res.err, '\n') == res.err + strlen(res.err) - 1, "%s: more than one line", c->name);
+  }
   return 0;
 }

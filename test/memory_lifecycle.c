@@ -253,6 +253,44 @@ static void lean_keeps_little(void) {
   CHECK_MSG(after < start + 16 * MiB, "%zu KiB above the start", (after - start) / 1024);
 }
 
+/* A thread whose only call into the allocator is a free in the last round of
+ * key destructors (PTHREAD_DESTRUCTOR_ITERATIONS, 4 in glibc: a destructor
+ * that sets its key again is called again, up to that many times), when no
+ * destructor of the allocator's would run any more: its block must not be
+ * stranded in a cache that nothing hands back. */
+static pthread_key_t late_key;
+static __thread int late_rounds;
+
+static void late_free(void *p) {
+  if (++late_rounds < 4) pthread_setspecific(late_key, p);
+  else free(p);
+}
+
+static void *set_late(void *p) {
+  pthread_setspecific(late_key, p);
+  return NULL;
+}
+
+static void late_frees_strand_nothing(void) {
+  enum { THREADS = 200, SIZE = 512 * 1024 };
+  free(malloc(16));  /* the allocator's key is created first */
+  CHECK(pthread_key_create(&late_key, late_free) == 0);
+  size_t start = rss_bytes();
+  for (int i = 0; i < THREADS; i++) {
+    char *p = malloc(SIZE);
+    CHECK(p != NULL);
+    memset(p, i, SIZE);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, set_late, p) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+  }
+  malloc_trim(0);
+  size_t end = rss_bytes();
+  printf("  %d threads freed a 512 KiB block each at exit: RSS %zu KiB above the start\n", THREADS,
+         (end > start ? end - start : 0) / 1024);
+  CHECK_MSG(end < start + 8 * MiB, "%zu MiB stranded", (end - start) / MiB);
+}
+
 /* ---- cases and their settings ------------------------------------------- */
 
 typedef struct test_case {
@@ -270,6 +308,7 @@ static const test_case_t cases[] = {
     {"speed_starts_no_thread", speed_starts_no_thread, {"HAKMEM_PROFILE=speed"}},
     {"fork_with_purger_running", fork_with_purger_running, {"HAKMEM_PROFILE=balanced"}},
     {"lean_keeps_little", lean_keeps_little, {"HAKMEM_PROFILE=lean"}},
+    {"late_frees_strand_nothing", late_frees_strand_nothing, {NULL}},
 };
 
 int main(int argc, char **argv) {
