@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # hakmem build.  `make` builds the libraries, `make test` runs the tests,
 # `make bench` compares hakmem with the other allocators.
 #

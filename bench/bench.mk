@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # benchmark targets (bench/); see bench/README.md
 #
 #   make bench                         the comparison, full sizes, RUNS=5

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Compares hakmem with mimalloc, tcmalloc, jemalloc and glibc's malloc.
 
 Every benchmark binary runs unchanged under each allocator (LD_PRELOAD, or

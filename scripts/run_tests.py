@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Runs hakmem's tests, one after another, and reports one line per test.
 
     scripts/run_tests.py [--build DIR] [--allocator hakmem|glibc] [-v] [NAME...]
@@ -128,6 +129,8 @@ TESTS = [
     script("bash", "test/programs/bash.sh", needs=("bash",)),
     script("gxx", "test/programs/gxx.sh", needs=("g++",)),
     script("bench_smoke", "test/programs/bench_smoke.sh", needs=("python3",)),
+    # What a release ships besides the library.
+    script("release", "test/programs/release.sh"),
 ]
 
 SANITIZER_ENV = {

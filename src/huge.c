@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Huge blocks (above the largest size class): a mapping each, 64 KiB aligned,
  * with a header in the 64 bytes before the block.  The class map marks the
  * unit of the block, and of its header when that lies in the unit before, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared types, helpers and the inline fast paths of the allocator. */
 #ifndef HAK_INTERNAL_H
 #define HAK_INTERNAL_H

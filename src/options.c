@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Options: read from the environment once, at start-up, into hk_opt. */
 #include <stdlib.h>
 #include "internal.h"

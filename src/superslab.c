@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SuperSlabs: 4 MiB regions aligned to their size, cut into 64 KiB units; a
  * slab is a run of units holding blocks of one class.  Empty SuperSlabs go to
  * the warm pool (up to HAKMEM_WARM_POOL_SIZE) before they go back to the OS.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hakmem only.  Invalid frees are detected: in a child process, free() of a
  * pointer hakmem does not own (a stack address, a pointer into the middle of
  * a static array, memory mapped by someone else, the middle of a huge block)

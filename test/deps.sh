@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Installs what `make test` needs that a fresh Debian system may lack: as
 # root with apt-get; otherwise it says what is missing, and the runner skips
 # the tests that need it.

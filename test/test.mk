@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Tests.  `make test` installs what the tests need (as root, with apt-get),
 # builds the library, its `standard` and sanitizer builds and the test
 # programs into $(BUILD)/test/, and runs them all, one after the other, with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The contenders, and the Debian packages the comparison needs.
 
 Every allocator runs the same benchmark binary: hakmem and the peers through

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a report records about where and on what it ran."""
 
 import os
