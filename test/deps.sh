@@ -13,6 +13,9 @@ command -v git >/dev/null 2>&1 || need git
 command -v g++ >/dev/null 2>&1 || need g++
 command -v setarch >/dev/null 2>&1 || need util-linux
 command -v sort >/dev/null 2>&1 || need coreutils
+command -v cmake >/dev/null 2>&1 || need cmake
+command -v pkg-config >/dev/null 2>&1 || need pkg-config
+command -v readelf >/dev/null 2>&1 || need binutils
 
 # gcc's sanitizer runtimes (the link-time .so is a symlink to them).
 cc=${CC:-cc}

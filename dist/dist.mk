@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: MIT
+# Installation: the libraries, the header, the pkg-config file and the CMake
+# package.
+#
+#   make install [PREFIX=/usr/local] [LIBDIR=$(PREFIX)/lib]
+#                [INCLUDEDIR=$(PREFIX)/include] [DESTDIR=staging directory]
+#   make uninstall     with the same variables
+#
+# The files that depend on these variables (hakmem.pc, the CMake package)
+# are made from the templates in dist/ into $(BUILD)/dist/ by every make that
+# needs them, and replaced only when their text changes: a second install
+# with another PREFIX gets its own.
+
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+
+PKGCONFIGDIR = $(LIBDIR)/pkgconfig
+CMAKEDIR     = $(LIBDIR)/cmake/hakmem
+DIST         := $(BUILD)/dist
+
+# A directory as hakmem.pc writes it: relative to ${prefix} when under it.
+pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+# The include directory relative to the CMake package's, which finds the rest
+# of the installation from where it is (DESTDIR staging, a moved prefix).
+cmake_includedir = $(shell realpath -m -s --relative-to=$(CMAKEDIR) $(INCLUDEDIR))
+
+# $(call configure,LIBDIR): sed filling in the @NAME@s of a template.
+configure = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|g' \
+  -e 's|@SONAME@|$(SONAME)|g' -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(1)|g' \
+  -e 's|@PC_LIBDIR@|$(call pc_dir,$(LIBDIR))|g' -e 's|@PC_INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' \
+  -e 's|@CMAKE_INCLUDEDIR@|$(cmake_includedir)|g'
+
+.PHONY: install uninstall
+
+$(DIST):
+	mkdir -p $@
+
+$(DIST)/%: dist/%.in FORCE | $(DIST)
+	@$(call configure,$(LIBDIR)) < $< > $@.tmp
+	@$(call update_if_changed,$@)
+
+INSTALLED_LIBS := libhakmem.so.$(VERSION) $(SONAME) libhakmem.so libhakmem.a
+INSTALLED_CMAKE := hakmemConfig.cmake hakmemConfigVersion.cmake
+
+install: lib $(DIST)/hakmem.pc $(INSTALLED_CMAKE:%=$(DIST)/%)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(INCLUDEDIR)
+	install -m 644 $(LIBSO_FILE) $(LIBA) $(DESTDIR)$(LIBDIR)/
+	ln -sfn $(notdir $(LIBSO_FILE)) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sfn $(notdir $(LIBSO_FILE)) $(DESTDIR)$(LIBDIR)/libhakmem.so
+	install -m 644 $(DIST)/hakmem.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 644 $(INSTALLED_CMAKE:%=$(DIST)/%) $(DESTDIR)$(CMAKEDIR)/
+	install -m 644 include/hakmem.h $(DESTDIR)$(INCLUDEDIR)/
+
+uninstall:
+	rm -f $(INSTALLED_LIBS:%=$(DESTDIR)$(LIBDIR)/%) $(DESTDIR)$(PKGCONFIGDIR)/hakmem.pc \
+	  $(INSTALLED_CMAKE:%=$(DESTDIR)$(CMAKEDIR)/%) $(DESTDIR)$(INCLUDEDIR)/hakmem.h
+	rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null || true
