@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# hakmem build.  `make` builds the libraries, `make test`
+# hakmem build.  `make` builds the libraries and the launcher, `make test`
 # runs the tests, `make bench` compares hakmem with the other allocators,
 # `make install` installs (see dist/dist.mk).
 #
@@ -64,7 +64,7 @@ LIBA       := $(BUILD)/libhakmem.a
 
 .PHONY: all lib clean test bench FORCE
 .DEFAULT_GOAL := all
-all: lib
+all: lib launcher
 lib: $(LIBSO) $(LIBSO_LINK) $(LIBA)
 
 # $(call update_if_changed,FILE): moves FILE.tmp over FILE only when they

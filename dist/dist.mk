@@ -1,17 +1,21 @@
 # SPDX-License-Identifier: MIT
-# Installation: the libraries, the header, the pkg-config file and the CMake
-# package.
+# Installation: the libraries, the header, the pkg-config file, the CMake
+# package and the launcher.
 #
 #   make install [PREFIX=/usr/local] [LIBDIR=$(PREFIX)/lib]
-#                [INCLUDEDIR=$(PREFIX)/include] [DESTDIR=staging directory]
+#                [INCLUDEDIR=$(PREFIX)/include] [BINDIR=$(PREFIX)/bin]
+#                [DESTDIR=staging directory]
 #   make uninstall     with the same variables
+#   make launcher      $(BUILD)/hakmem, the launcher of the build tree, which
+#                      preloads the libraries beside it
 #
-# The files that depend on these variables (hakmem.pc, the CMake package)
-# are made from the templates in dist/ into $(BUILD)/dist/ by every make that
-# needs them, and replaced only when their text changes: a second install
-# with another PREFIX gets its own.
+# The files that depend on these variables (the installed launcher,
+# hakmem.pc, the CMake package) are made from the templates in
+# dist/ into $(BUILD)/dist/ by every make that needs them, and replaced only
+# when their text changes: a second install with another PREFIX gets its own.
 
 PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 
@@ -25,16 +29,23 @@ pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 # of the installation from where it is (DESTDIR staging, a moved prefix).
 cmake_includedir = $(shell realpath -m -s --relative-to=$(CMAKEDIR) $(INCLUDEDIR))
 
-# $(call configure,LIBDIR): sed filling in the @NAME@s of a template.
+# $(call configure,LIBDIR): sed filling in the @NAME@s of a template; the
+# launcher of the build tree is given an empty LIBDIR.
 configure = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|g' \
   -e 's|@SONAME@|$(SONAME)|g' -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(1)|g' \
   -e 's|@PC_LIBDIR@|$(call pc_dir,$(LIBDIR))|g' -e 's|@PC_INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' \
   -e 's|@CMAKE_INCLUDEDIR@|$(cmake_includedir)|g'
 
-.PHONY: install uninstall
+.PHONY: install uninstall launcher
+launcher: $(BUILD)/hakmem
 
 $(DIST):
 	mkdir -p $@
+
+$(BUILD)/hakmem: dist/hakmem.in FORCE
+	@mkdir -p $(@D)
+	@$(call configure,) < $< > $@.tmp && chmod 755 $@.tmp
+	@$(call update_if_changed,$@)
 
 $(DIST)/%: dist/%.in FORCE | $(DIST)
 	@$(call configure,$(LIBDIR)) < $< > $@.tmp
@@ -43,16 +54,19 @@ $(DIST)/%: dist/%.in FORCE | $(DIST)
 INSTALLED_LIBS := libhakmem.so.$(VERSION) $(SONAME) libhakmem.so libhakmem.a
 INSTALLED_CMAKE := hakmemConfig.cmake hakmemConfigVersion.cmake
 
-install: lib $(DIST)/hakmem.pc $(INSTALLED_CMAKE:%=$(DIST)/%)
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(INCLUDEDIR)
+install: lib $(DIST)/hakmem $(DIST)/hakmem.pc $(INSTALLED_CMAKE:%=$(DIST)/%)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(INCLUDEDIR) \
+	  $(DESTDIR)$(BINDIR)
 	install -m 644 $(LIBSO_FILE) $(LIBA) $(DESTDIR)$(LIBDIR)/
 	ln -sfn $(notdir $(LIBSO_FILE)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sfn $(notdir $(LIBSO_FILE)) $(DESTDIR)$(LIBDIR)/libhakmem.so
 	install -m 644 $(DIST)/hakmem.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	install -m 644 $(INSTALLED_CMAKE:%=$(DIST)/%) $(DESTDIR)$(CMAKEDIR)/
 	install -m 644 include/hakmem.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 755 $(DIST)/hakmem $(DESTDIR)$(BINDIR)/
 
 uninstall:
 	rm -f $(INSTALLED_LIBS:%=$(DESTDIR)$(LIBDIR)/%) $(DESTDIR)$(PKGCONFIGDIR)/hakmem.pc \
-	  $(INSTALLED_CMAKE:%=$(DESTDIR)$(CMAKEDIR)/%) $(DESTDIR)$(INCLUDEDIR)/hakmem.h
+	  $(INSTALLED_CMAKE:%=$(DESTDIR)$(CMAKEDIR)/%) $(DESTDIR)$(INCLUDEDIR)/hakmem.h \
+	  $(DESTDIR)$(BINDIR)/hakmem
 	rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null || true

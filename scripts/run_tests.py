@@ -131,6 +131,7 @@ TESTS = [
     script("bench_smoke", "test/programs/bench_smoke.sh", needs=("python3",)),
     # What a release ships besides the library.
     script("release", "test/programs/release.sh"),
+    script("launcher", "test/programs/launcher.sh"),
     script("install", "test/programs/install.sh", needs=("make", "pkg-config", "readelf")),
     script("cmake", "test/programs/cmake.sh", needs=("make", "cmake", "readelf")),
 ]

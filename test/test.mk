@@ -66,7 +66,7 @@ TSAN_FLAGS  := -fsanitize=thread
 .PHONY: test test-deps test-programs test-plain test-glibc test-clean test-always
 
 test: test-deps
-	@$(MAKE) --no-print-directory lib bench-programs
+	@$(MAKE) --no-print-directory all bench-programs
 	@$(MAKE) --no-print-directory -k test-programs || \
 	  echo "test: some test programs did not build; the runner reports them as FAIL"
 	@$(PYTHON) scripts/run_tests.py --build $(BUILD) $(TESTS)

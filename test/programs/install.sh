@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # make install into a staging directory (DESTDIR) with a multiarch-style
 # LIBDIR, from a build of its own: the library files, their soname and
-# links and hakmem.pc say where they are; a
+# links, hakmem.pc and the launcher say where they are; a
 # program compiled with pkg-config's flags runs on hakmem; a second install
 # with another PREFIX writes a hakmem.pc of its own; uninstall removes it all.
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -32,7 +32,7 @@ hakmem_make install DESTDIR="$stage" PREFIX=/usr LIBDIR=$libdir
 lib=$stage$libdir
 for f in "$lib/libhakmem.so.$version" "$lib/libhakmem.a" "$stage/usr/include/hakmem.h" \
          "$lib/pkgconfig/hakmem.pc" "$lib/cmake/hakmem/hakmemConfig.cmake" \
-         "$lib/cmake/hakmem/hakmemConfigVersion.cmake"; do
+         "$lib/cmake/hakmem/hakmemConfigVersion.cmake" "$stage/usr/bin/hakmem"; do
   [ -f "$f" ] || fail "make install did not install ${f#"$stage"}"
 done
 for link in "libhakmem.so.$major" libhakmem.so; do
@@ -40,6 +40,7 @@ for link in "libhakmem.so.$major" libhakmem.so; do
 done
 [ "$(soname_of "$lib/libhakmem.so.$version")" = "libhakmem.so.$major" ] ||
   fail "the installed library has soname \"$(soname_of "$lib/libhakmem.so.$version")\""
+[ -x "$stage/usr/bin/hakmem" ] || fail "the launcher is not executable"
 
 # hakmem.pc, and a program built with its flags (the one of the CMake
 # test), against the staged tree.
@@ -52,15 +53,22 @@ LD_LIBRARY_PATH=$lib "$work/prog" > "$work/prog.out" || fail "a program linked w
 grep -q "^hakmem $version " "$work/prog.out" || fail "the program printed \"$(cat "$work/prog.out")\""
 unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 
+# The launcher knows where it was installed, not where it was staged.
+"$stage/usr/bin/hakmem" true 2> "$work/err" && fail "the staged launcher found a library in $libdir"
+grep -q "^hakmem: $libdir/libhakmem.so.$major does not exist" "$work/err" ||
+  fail "the staged launcher said \"$(cat "$work/err")\""
+[ "$("$stage/usr/bin/hakmem" --version)" = "hakmem $version" ] || fail "the installed launcher's --version is wrong"
+
 # A second install with another PREFIX and the default LIBDIR.
 hakmem_make install DESTDIR="$stage" PREFIX=/opt/other
 grep -qx 'prefix=/opt/other' "$stage/opt/other/lib/pkgconfig/hakmem.pc" &&
   grep -qx 'libdir=${prefix}/lib' "$stage/opt/other/lib/pkgconfig/hakmem.pc" ||
   { cat "$stage/opt/other/lib/pkgconfig/hakmem.pc"; fail "the second install kept the first one's hakmem.pc"; }
+grep -qx "libdir='/opt/other/lib'" "$stage/opt/other/bin/hakmem" || fail "the second install kept the first one's launcher"
 
 hakmem_make uninstall DESTDIR="$stage" PREFIX=/usr LIBDIR=$libdir
 hakmem_make uninstall DESTDIR="$stage" PREFIX=/opt/other
 left=$(find "$stage" ! -type d)
 [ -z "$left" ] || fail "make uninstall left $left"
 
-echo "installed $version twice, soname libhakmem.so.$major, pkg-config, uninstalled"
+echo "installed $version twice, soname libhakmem.so.$major, pkg-config, launcher, uninstalled"
