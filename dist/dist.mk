@@ -1,16 +1,17 @@
 # SPDX-License-Identifier: MIT
 # Installation: the libraries, the header, the pkg-config file, the CMake
-# package and the launcher.
+# package, the launcher and the man pages.
 #
 #   make install [PREFIX=/usr/local] [LIBDIR=$(PREFIX)/lib]
 #                [INCLUDEDIR=$(PREFIX)/include] [BINDIR=$(PREFIX)/bin]
-#                [DESTDIR=staging directory]
+#                [MANDIR=$(PREFIX)/share/man] [DESTDIR=staging directory]
 #   make uninstall     with the same variables
 #   make launcher      $(BUILD)/hakmem, the launcher of the build tree, which
 #                      preloads the libraries beside it
+#   make man           the man pages, into $(BUILD)/dist/
 #
 # The files that depend on these variables (the installed launcher,
-# hakmem.pc, the CMake package) are made from the templates in
+# hakmem.pc, the CMake package, the man pages) are made from the templates in
 # dist/ into $(BUILD)/dist/ by every make that needs them, and replaced only
 # when their text changes: a second install with another PREFIX gets its own.
 
@@ -18,6 +19,8 @@ PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+PYTHON     ?= python3
 
 PKGCONFIGDIR = $(LIBDIR)/pkgconfig
 CMAKEDIR     = $(LIBDIR)/cmake/hakmem
@@ -36,8 +39,9 @@ configure = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(VERSION_MA
   -e 's|@PC_LIBDIR@|$(call pc_dir,$(LIBDIR))|g' -e 's|@PC_INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' \
   -e 's|@CMAKE_INCLUDEDIR@|$(cmake_includedir)|g'
 
-.PHONY: install uninstall launcher
+.PHONY: install uninstall launcher man
 launcher: $(BUILD)/hakmem
+man: $(DIST)/hakmem.1 $(DIST)/hakmem.3
 
 $(DIST):
 	mkdir -p $@
@@ -51,12 +55,18 @@ $(DIST)/%: dist/%.in FORCE | $(DIST)
 	@$(call configure,$(LIBDIR)) < $< > $@.tmp
 	@$(call update_if_changed,$@)
 
+# ENVIRONMENT is made from the README's table of options.
+$(DIST)/hakmem.3: dist/hakmem.3.in README.md scripts/options_man.py FORCE | $(DIST)
+	@$(PYTHON) scripts/options_man.py README.md $< > $@.options
+	@$(call configure,$(LIBDIR)) < $@.options > $@.tmp && rm -f $@.options
+	@$(call update_if_changed,$@)
+
 INSTALLED_LIBS := libhakmem.so.$(VERSION) $(SONAME) libhakmem.so libhakmem.a
 INSTALLED_CMAKE := hakmemConfig.cmake hakmemConfigVersion.cmake
 
-install: lib $(DIST)/hakmem $(DIST)/hakmem.pc $(INSTALLED_CMAKE:%=$(DIST)/%)
+install: lib man $(DIST)/hakmem $(DIST)/hakmem.pc $(INSTALLED_CMAKE:%=$(DIST)/%)
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(INCLUDEDIR) \
-	  $(DESTDIR)$(BINDIR)
+	  $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3
 	install -m 644 $(LIBSO_FILE) $(LIBA) $(DESTDIR)$(LIBDIR)/
 	ln -sfn $(notdir $(LIBSO_FILE)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sfn $(notdir $(LIBSO_FILE)) $(DESTDIR)$(LIBDIR)/libhakmem.so
@@ -64,9 +74,11 @@ install: lib $(DIST)/hakmem $(DIST)/hakmem.pc $(INSTALLED_CMAKE:%=$(DIST)/%)
 	install -m 644 $(INSTALLED_CMAKE:%=$(DIST)/%) $(DESTDIR)$(CMAKEDIR)/
 	install -m 644 include/hakmem.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 755 $(DIST)/hakmem $(DESTDIR)$(BINDIR)/
+	install -m 644 $(DIST)/hakmem.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(DIST)/hakmem.3 $(DESTDIR)$(MANDIR)/man3/
 
 uninstall:
 	rm -f $(INSTALLED_LIBS:%=$(DESTDIR)$(LIBDIR)/%) $(DESTDIR)$(PKGCONFIGDIR)/hakmem.pc \
 	  $(INSTALLED_CMAKE:%=$(DESTDIR)$(CMAKEDIR)/%) $(DESTDIR)$(INCLUDEDIR)/hakmem.h \
-	  $(DESTDIR)$(BINDIR)/hakmem
+	  $(DESTDIR)$(BINDIR)/hakmem $(DESTDIR)$(MANDIR)/man1/hakmem.1 $(DESTDIR)$(MANDIR)/man3/hakmem.3
 	rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null || true

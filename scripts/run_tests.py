@@ -132,7 +132,8 @@ TESTS = [
     # What a release ships besides the library.
     script("release", "test/programs/release.sh"),
     script("launcher", "test/programs/launcher.sh"),
-    script("install", "test/programs/install.sh", needs=("make", "pkg-config", "readelf")),
+    script("install", "test/programs/install.sh", needs=("make", "pkg-config", "man", "readelf")),
+    script("options_man", "test/programs/options_man.sh", needs=("python3", "man")),
     script("cmake", "test/programs/cmake.sh", needs=("make", "cmake", "readelf")),
 ]
 

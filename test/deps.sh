@@ -15,6 +15,7 @@ command -v setarch >/dev/null 2>&1 || need util-linux
 command -v sort >/dev/null 2>&1 || need coreutils
 command -v cmake >/dev/null 2>&1 || need cmake
 command -v pkg-config >/dev/null 2>&1 || need pkg-config
+command -v man >/dev/null 2>&1 || need man-db
 command -v readelf >/dev/null 2>&1 || need binutils
 
 # gcc's sanitizer runtimes (the link-time .so is a symlink to them).

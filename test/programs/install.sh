@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # make install into a staging directory (DESTDIR) with a multiarch-style
 # LIBDIR, from a build of its own: the library files, their soname and
-# links, hakmem.pc and the launcher say where they are; a
+# links, hakmem.pc, the launcher and the man pages say where they are; a
 # program compiled with pkg-config's flags runs on hakmem; a second install
 # with another PREFIX writes a hakmem.pc of its own; uninstall removes it all.
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -32,7 +32,8 @@ hakmem_make install DESTDIR="$stage" PREFIX=/usr LIBDIR=$libdir
 lib=$stage$libdir
 for f in "$lib/libhakmem.so.$version" "$lib/libhakmem.a" "$stage/usr/include/hakmem.h" \
          "$lib/pkgconfig/hakmem.pc" "$lib/cmake/hakmem/hakmemConfig.cmake" \
-         "$lib/cmake/hakmem/hakmemConfigVersion.cmake" "$stage/usr/bin/hakmem"; do
+         "$lib/cmake/hakmem/hakmemConfigVersion.cmake" "$stage/usr/bin/hakmem" \
+         "$stage/usr/share/man/man1/hakmem.1" "$stage/usr/share/man/man3/hakmem.3"; do
   [ -f "$f" ] || fail "make install did not install ${f#"$stage"}"
 done
 for link in "libhakmem.so.$major" libhakmem.so; do
@@ -59,6 +60,20 @@ grep -q "^hakmem: $libdir/libhakmem.so.$major does not exist" "$work/err" ||
   fail "the staged launcher said \"$(cat "$work/err")\""
 [ "$("$stage/usr/bin/hakmem" --version)" = "hakmem $version" ] || fail "the installed launcher's --version is wrong"
 
+# The man pages render without a warning; hakmem(3) lists every option of the
+# README's table.
+for page in man1/hakmem.1 man3/hakmem.3; do
+  MANWIDTH=80 man --warnings -l "$stage/usr/share/man/$page" > "$work/page" 2> "$work/warnings" ||
+    fail "man cannot render $page"
+  [ ! -s "$work/warnings" ] || { cat "$work/warnings"; fail "man warns about $page"; }
+done
+sed -n '/^ENVIRONMENT/,/^FILES/p' "$work/page" > "$work/environment"
+variables=$(sed -n '/^<!-- options:begin -->$/,/^<!-- options:end -->$/s/^| *`\{0,1\}\(HAKMEM_[A-Z0-9_]*\).*/\1/p' "$root/README.md")
+[ -n "$variables" ] || fail "found no option in README.md"
+for v in $variables; do
+  grep -q "^ *$v (default: " "$work/environment" || fail "hakmem(3) does not describe $v"
+done
+
 # A second install with another PREFIX and the default LIBDIR.
 hakmem_make install DESTDIR="$stage" PREFIX=/opt/other
 grep -qx 'prefix=/opt/other' "$stage/opt/other/lib/pkgconfig/hakmem.pc" &&
@@ -71,4 +86,4 @@ hakmem_make uninstall DESTDIR="$stage" PREFIX=/opt/other
 left=$(find "$stage" ! -type d)
 [ -z "$left" ] || fail "make uninstall left $left"
 
-echo "installed $version twice, soname libhakmem.so.$major, pkg-config, launcher, uninstalled"
+echo "installed $version twice, soname libhakmem.so.$major, pkg-config, launcher, man pages, uninstalled"
