@@ -9,6 +9,9 @@
 #   make launcher      $(BUILD)/hakmem, the launcher of the build tree, which
 #                      preloads the libraries beside it
 #   make man           the man pages, into $(BUILD)/dist/
+#   make package       the Debian packages, into $(BUILD)/package/
+#   make test-package  the same, then lintian, and (as root) the packages
+#                      installed, tried and removed: dist/package.sh
 #
 # The files that depend on these variables (the installed launcher,
 # hakmem.pc, the CMake package, the man pages) are made from the templates in
@@ -82,3 +85,10 @@ uninstall:
 	  $(INSTALLED_CMAKE:%=$(DESTDIR)$(CMAKEDIR)/%) $(DESTDIR)$(INCLUDEDIR)/hakmem.h \
 	  $(DESTDIR)$(BINDIR)/hakmem $(DESTDIR)$(MANDIR)/man1/hakmem.1 $(DESTDIR)$(MANDIR)/man3/hakmem.3
 	rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null || true
+
+.PHONY: package test-package
+package:
+	sh dist/package.sh build $(abspath $(BUILD))/package
+
+test-package: package
+	sh dist/package.sh test $(abspath $(BUILD))/package

@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Installs what `make test` needs that a fresh Debian system may lack: as
-# root with apt-get; otherwise it says what is missing, and the runner skips
-# the tests that need it.
+# root with apt-get, unless HAKMEM_NO_APT=1 (a package build, which must use
+# what its Build-Depends installed); otherwise it says what is missing, and
+# the runner skips the tests that need it.
 set -u
 
 missing=""
@@ -35,7 +36,9 @@ install() {
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
 
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+if [ "${HAKMEM_NO_APT:-0}" = 1 ]; then
+  echo "test: missing$missing (HAKMEM_NO_APT=1: the tests that need them are skipped)"
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "test: installing$missing"
   install || echo "test: apt-get could not install$missing; the tests that need them are skipped"
 else

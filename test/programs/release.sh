@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # What a release needs besides code: the licence, an SPDX line near the top of
 # every source file, and one version everywhere it is written down
-# (include/hakmem.h, the latest release in CHANGELOG.md).
+# (include/hakmem.h, the latest release in CHANGELOG.md, debian/changelog).
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -35,6 +35,9 @@ released=$(sed -n 's/^## \[\([0-9][0-9.]*\)\].*/\1/p' CHANGELOG.md | head -1)
 [ "$released" = "$header" ] ||
   { echo "CHANGELOG.md: latest release is \"$released\", include/hakmem.h says $header"; status=1; }
 grep -q '^## \[Unreleased\]' CHANGELOG.md || { echo "CHANGELOG.md has no [Unreleased] section"; status=1; }
+debian=$(sed -n '1s/^hakmem (\([^)]*\)).*/\1/p' debian/changelog)
+[ "$debian" = "$header" ] ||
+  { echo "debian/changelog: version \"$debian\", include/hakmem.h says $header"; status=1; }
 
 [ $status = 0 ] && echo "licence, SPDX lines and version $header consistent"
 exit $status
