@@ -129,6 +129,7 @@ TESTS = [
     script("bash", "test/programs/bash.sh", needs=("bash",)),
     script("gxx", "test/programs/gxx.sh", needs=("g++",)),
     script("bench_smoke", "test/programs/bench_smoke.sh", needs=("python3",)),
+    script("bench_kit", "test/programs/bench_kit.sh", needs=("python3", "sha256sum")),
     # What a release ships besides the library.
     script("release", "test/programs/release.sh"),
     script("launcher", "test/programs/launcher.sh"),
