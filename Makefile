@@ -1,14 +1,22 @@
-# hakmem build.  `make` builds the libraries, `make test` runs the tests,
-# `make bench` compares hakmem with the other allocators.
+# SPDX-License-Identifier: MIT
+# hakmem build.  `make` builds the libraries and the launcher, `make test`
+# runs the tests, `make bench` compares hakmem with the other allocators,
+# `make install` installs (see dist/dist.mk).
 #
 #   VARIANT=fast      the default: no statistics counters on the fast paths
 #   VARIANT=standard  the same with consistency checks in the slow paths
-#   PREFIX=/usr/local where `make install` puts library, header and .pc file
+#   CFLAGS, CPPFLAGS, LDFLAGS
+#                     the builder's flags (a distribution's hardening flags,
+#                     -O3, ...), after the library's defaults, which they can
+#                     override, and before the flags the code needs to be
+#                     correct, which they cannot
+#   EXTRA_CFLAGS      added last (the sanitizer builds of test/test.mk)
+#
+# Objects are rebuilt when these flags change.
 
 CC      ?= cc
 AR      ?= ar
 VARIANT ?= fast
-PREFIX  ?= /usr/local
 BUILD   ?= build
 
 VARIANT_DEF_fast     := -DHAK_VARIANT=1
@@ -17,52 +25,72 @@ ifeq ($(VARIANT_DEF_$(VARIANT)),)
 $(error VARIANT must be fast or standard)
 endif
 
-WARN        := -Wall -Wextra -Wno-unused-parameter
-LIB_CFLAGS  := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -fno-plt \
-               -ftls-model=initial-exec -fno-semantic-interposition \
-               -fno-stack-protector -fexceptions -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
-               -Iinclude $(VARIANT_DEF_$(VARIANT)) $(WARN) $(EXTRA_CFLAGS)
-LIB_LDFLAGS := -shared -Wl,-soname,libhakmem.so -Wl,-z,now
+# The version is the public header's: the library is libhakmem.so.VERSION
+# with the soname libhakmem.so.MAJOR.
+hakmem_version = $(shell sed -n 's/^.define HAKMEM_VERSION_$(1) \([0-9][0-9]*\)$$/\1/p' include/hakmem.h)
+VERSION_MAJOR := $(call hakmem_version,MAJOR)
+VERSION       := $(VERSION_MAJOR).$(call hakmem_version,MINOR).$(call hakmem_version,PATCH)
+ifneq ($(words $(subst ., ,$(VERSION))),3)
+$(error cannot read HAKMEM_VERSION_MAJOR, _MINOR and _PATCH from include/hakmem.h)
+endif
+SONAME := libhakmem.so.$(VERSION_MAJOR)
+
+WARN := -Wall -Wextra -Wno-unused-parameter
+# Defaults the builder's CFLAGS may override.
+LIB_DEFAULT_CFLAGS := -O2 -g -fno-plt -fno-stack-protector $(WARN)
+# What the code relies on: GNU C; position-independent code exporting only
+# the HK_EXPORT names, whose calls to each other bind locally; one
+# %fs-relative access to the thread state (initial-exec TLS); unwind tables
+# for the C++ exceptions thrown through operator new; and malloc & co never
+# treated as builtins, since this is where they are defined.
+LIB_REQUIRED_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden -fno-semantic-interposition \
+               -ftls-model=initial-exec -fexceptions \
+               -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free
+LIB_CFLAGS  := -Iinclude $(VARIANT_DEF_$(VARIANT)) $(LIB_DEFAULT_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
+               $(LIB_REQUIRED_CFLAGS) $(EXTRA_CFLAGS)
+LIB_LDFLAGS := -shared -Wl,-soname,$(SONAME) -Wl,-z,now $(LDFLAGS)
 
 LIB_SRCS     := $(wildcard src/*.c)
 OBJDIR       := $(BUILD)/obj-$(VARIANT)
 LIB_OBJS     := $(LIB_SRCS:src/%.c=$(OBJDIR)/%.o)
 LIB_HDRS     := $(wildcard src/*.h) include/hakmem.h
 
-LIBSO := $(BUILD)/libhakmem.so
-LIBA  := $(BUILD)/libhakmem.a
+# The library file, its soname link (what programs load) and the link the
+# linker's -lhakmem and LD_PRELOAD=build/libhakmem.so find.
+LIBSO_FILE := $(BUILD)/libhakmem.so.$(VERSION)
+LIBSO_LINK := $(BUILD)/$(SONAME)
+LIBSO      := $(BUILD)/libhakmem.so
+LIBA       := $(BUILD)/libhakmem.a
 
-.PHONY: all lib clean install uninstall test bench readme-options
+.PHONY: all lib clean test bench readme-options FORCE
 .DEFAULT_GOAL := all
-all: lib
-lib: $(LIBSO) $(LIBA)
+all: lib launcher
+lib: $(LIBSO) $(LIBSO_LINK) $(LIBA)
 
-$(OBJDIR)/%.o: src/%.c $(LIB_HDRS) Makefile
-	@mkdir -p $(OBJDIR)
+# $(call update_if_changed,FILE): moves FILE.tmp over FILE only when they
+# differ, so that what depends on FILE is rebuilt only when its text changes.
+update_if_changed = if cmp -s $(1).tmp $(1); then rm -f $(1).tmp; else mv -f $(1).tmp $(1); fi
+
+$(OBJDIR):
+	mkdir -p $@
+
+# The compiler and flags the library was built with.
+$(OBJDIR)/flags: FORCE | $(OBJDIR)
+	$(file >$@.tmp,$(CC) $(LIB_CFLAGS) $(LIB_LDFLAGS))
+	@$(call update_if_changed,$@)
+
+$(OBJDIR)/%.o: src/%.c $(LIB_HDRS) $(OBJDIR)/flags Makefile
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 
-$(LIBSO): $(LIB_OBJS)
-	$(CC) $(LIB_LDFLAGS) -o $@ $(LIB_OBJS)
+$(LIBSO_FILE): $(LIB_OBJS) $(OBJDIR)/flags
+	$(CC) $(LIB_CFLAGS) $(LIB_LDFLAGS) -o $@ $(LIB_OBJS)
+
+$(LIBSO) $(LIBSO_LINK): $(LIBSO_FILE)
+	ln -sfn $(notdir $<) $@
 
 $(LIBA): $(LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $(LIB_OBJS)
-
-$(BUILD)/hakmem.pc: Makefile
-	@mkdir -p $(BUILD)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hakmem\nDescription: general-purpose memory allocator (drop-in malloc)\nVersion: %s\nLibs: -L$${libdir} -lhakmem\nLibs.private: -lpthread\nCflags: -I$${includedir}\n' \
-	  '$(PREFIX)' "$$(sed -n 's/^#define HAKMEM_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)/\2/p' include/hakmem.h | paste -sd.)" > $@
-
-install: lib $(BUILD)/hakmem.pc
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 include/hakmem.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(BUILD)/hakmem.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
-
-uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/lib/libhakmem.so $(DESTDIR)$(PREFIX)/lib/libhakmem.a \
-	      $(DESTDIR)$(PREFIX)/include/hakmem.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/hakmem.pc
 
 # The README's option list, generated from the library's table of options.
 $(BUILD)/options_doc: scripts/options_doc.c $(LIBA)
@@ -76,5 +104,8 @@ readme-options: $(BUILD)/options_doc
 clean:
 	rm -rf $(BUILD)
 
+FORCE:
+
+include dist/dist.mk
 -include test/test.mk
 -include bench/bench.mk

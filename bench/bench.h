@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the benchmark programs: arguments, a cheap PRNG, the
  * clock and the RESULT line.  Each program is a single .c file including this
  * header; none links an allocator, so any malloc can be swapped in with

@@ -1,8 +1,11 @@
+# SPDX-License-Identifier: MIT
 # benchmark targets (bench/); see bench/README.md
 #
 #   make bench                         the comparison, full sizes, RUNS=5
 #   make bench QUICK=1                 the same at small sizes (about a minute)
 #   make bench RUNS=10 BENCHES=random_mixed,larson ALLOCATORS=hakmem,mimalloc
+#   make bench ALLOCATORS=hakmem,mimalloc,mine=/path/to/libmine.so
+#                                      any allocator built as a shared object
 #   make bench-smoke                   every benchmark once, tiny, hakmem and glibc
 #   make bench-callgrind               instructions per random_mixed iteration
 #   make ab A=main B=HEAD              A/B of two refs on random_mixed

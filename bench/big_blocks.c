@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* big_blocks: blocks of megabytes, replaced at random.  LIVE slots each hold
  * a block of MIN..MAX bytes (log-uniform: every size ratio equally likely);
  * each iteration frees the block of a random slot and mallocs a new one,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fixed_size: malloc and free of one size.  A ring of RING live blocks sits
  * between a block's malloc and its free, so the allocator cannot just hand the
  * block it was given back.  Each iteration frees the oldest block and mallocs

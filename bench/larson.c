@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* larson: a server-like workload, after Larson and Krishnan's benchmark.
  * Each of THREADS threads owns an array of SLOTS live blocks and replaces
  * random ones with new blocks of a random size in MIN..MAX (two ops each).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* memory_return: how fast a program's memory goes back once it has freed it
  * and sits idle.  Allocates PEAK MiB of blocks of MIN..MAX bytes
  * (log-uniform), writing each whole, frees them all in a random order, then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mixed_large: small and large blocks together, 8 B up to 1 MiB.  The scheme
  * of random_mixed (WS slots, each iteration frees or fills a random slot, one
  * op each) with log-uniform sizes: an octave [2^k, 2^(k+1)), k in 3..19, is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* patterns: free orders.  Each round mallocs BLOCKS blocks of 16..128 bytes
  * (random sizes, drawn once before timing), writing the first byte of each,
  * then frees them all in the order of the pattern:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* prodcons: every block is freed by another thread than the one that
  * allocated it.  The main thread mallocs ITEMS blocks of a random size in
  * MIN..MAX, writes their first byte and pushes them into a bounded lock-free

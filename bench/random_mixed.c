@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* random_mixed: the reference benchmark.  WS slots; each iteration picks a
  * random slot and frees its block if it holds one, otherwise mallocs a block
  * of a random size in MIN..MAX and writes its first byte.  Every iteration is

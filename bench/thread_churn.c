@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* thread_churn: threads that come and go, as in a server that starts a
  * thread per job.  ROUNDS rounds of THREADS threads each; a thread first
  * frees the blocks its predecessor of the last round handed over, then does

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tiny_hot: the hot path for small blocks.  Each cycle mallocs BATCH blocks of
  * SIZE bytes, writing the first byte of each, then frees them in the same
  * order; 2 * BATCH ops per cycle. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hakmem: a general-purpose memory allocator for Linux.
  *
  * Linked (libhakmem.a) or preloaded (LD_PRELOAD=libhakmem.so), hakmem replaces

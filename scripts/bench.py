@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Compares hakmem with mimalloc, tcmalloc, jemalloc and glibc's malloc.
+# SPDX-License-Identifier: MIT
+"""Compares hakmem with mimalloc, tcmalloc, jemalloc, glibc's malloc and any
+allocator given by the path of its shared object.
 
 Every benchmark binary runs unchanged under each allocator (LD_PRELOAD, or
 nothing for glibc), one process at a time, the allocators interleaved round-
@@ -7,7 +9,7 @@ robin so that drifts of the machine hit them all alike.  Prints a table and
 writes bench/results/YYYY-MM-DD-HHMMSS/ (report.md, results.csv, runs.csv,
 charts).  See bench/README.md.
 
-  scripts/bench.py [--quick] [--runs N] [--benches a,b] [--allocators a,b]
+  scripts/bench.py [--quick] [--runs N] [--benches a,b] [--allocators a,b,NAME=PATH]
   scripts/bench.py --smoke       each benchmark once, tiny, hakmem and glibc
   scripts/bench.py --callgrind   instructions per random_mixed iteration
 """
@@ -130,8 +132,8 @@ def method(opts, tools):
     """How the figures of a report were taken, for the report."""
     text = [
         f"{opts.runs} runs of each benchmark under each allocator ({opts.size} sizes), one process at a time, "
-        "the allocators interleaved round-robin.  Every allocator runs the same binary: hakmem and the peers "
-        "with LD_PRELOAD, glibc with nothing preloaded.",
+        "the allocators interleaved round-robin.  Every allocator runs the same binary: hakmem, the peers and "
+        "those given by path with LD_PRELOAD, glibc with nothing preloaded.",
         "Throughput is the benchmark's own figure, malloc and free calls per second of its timed loop: "
         f"median, mean, coefficient of variation, and the median's ratio to {BASELINE}'s.",
         "Peak RSS and minor page faults of each run are measured by GNU time (ru_maxrss, ru_minflt), medians."
@@ -143,7 +145,7 @@ def method(opts, tools):
     return "  ".join(text)
 
 
-def write_report(opts, rows, runs, failures, tools, returned):
+def write_report(opts, allocs, rows, runs, failures, tools, returned):
     stamp = time.strftime("%Y-%m-%d-%H%M%S")
     out = os.path.join(opts.out, stamp)
     os.makedirs(out)
@@ -160,7 +162,7 @@ def write_report(opts, rows, runs, failures, tools, returned):
                             lambda r: r["median_maxrss_kb"] and r["median_maxrss_kb"] / 1024, log=True):
             chart_list.append(("rss.svg", "peak RSS"))
 
-    md = report.markdown(f"hakmem benchmarks {stamp}", machine.describe(ROOT), method(opts, tools), rows,
+    md = report.markdown(f"hakmem benchmarks {stamp}", machine.describe(ROOT, allocs), method(opts, tools), rows,
                          chart_list, failures)
     if returned:
         command, results = returned
@@ -220,7 +222,8 @@ def parse_args():
     p.add_argument("--quick", action="store_true", help="small sizes: the whole matrix in about a minute")
     p.add_argument("--benches", default="", help="comma-separated benchmarks or programs (default all)")
     p.add_argument("--allocators", default=",".join(allocators.ORDER),
-                   help=f"comma-separated subset of {','.join(allocators.ORDER)}")
+                   help=f"comma-separated, from {','.join(allocators.ORDER)}, and NAME=PATH for an allocator "
+                   "built as a shared object, run under NAME (default: the built-in ones)")
     p.add_argument("--timeout", type=float, help="seconds before a run is killed (default 600, 60 with --quick)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results"), help="where reports go")
     mode = p.add_mutually_exclusive_group()
@@ -229,11 +232,10 @@ def parse_args():
     opts = p.parse_args()
     if opts.runs < 1:
         p.error("--runs must be at least 1")
-    names = [n for n in opts.allocators.split(",") if n]
-    unknown = set(names) - set(allocators.ORDER)
-    if unknown:
-        p.error(f"unknown allocator {', '.join(sorted(unknown))}; known: {', '.join(allocators.ORDER)}")
-    opts.allocator_names = names
+    try:
+        opts.allocator_specs = allocators.parse(n for n in opts.allocators.split(",") if n)
+    except ValueError as e:
+        p.error(str(e))
     opts.size = "smoke" if opts.smoke else "quick" if opts.quick else "full"
     if opts.timeout is None:
         opts.timeout = 600.0 if opts.size == "full" else 60.0
@@ -245,12 +247,12 @@ def main():
     benches = suite.select([b for b in opts.benches.split(",") if b])
     hakmem_so = os.path.join(opts.build, "libhakmem.so")
     if opts.smoke:
-        allocs, _ = allocators.prepare({"hakmem", "glibc"}, hakmem_so)
+        allocs, _ = allocators.prepare(["hakmem", "glibc"], hakmem_so)
         return smoke(benches, allocs, opts)
     if opts.callgrind:
-        allocs, tools = allocators.prepare(opts.allocator_names, hakmem_so, tools=("valgrind",))
+        allocs, tools = allocators.prepare(opts.allocator_specs, hakmem_so, tools=("valgrind",))
         return instruction_counts(allocs, opts) if "valgrind" in tools else 1
-    allocs, tools = allocators.prepare(opts.allocator_names, hakmem_so, tools=("time", "gnuplot", "strace"))
+    allocs, tools = allocators.prepare(opts.allocator_specs, hakmem_so, tools=("time", "gnuplot", "strace"))
     if not allocs:
         sys.exit("no allocator to run")
 
@@ -270,7 +272,7 @@ def main():
     print(report.terminal_table(rows))
     if returned:
         print("\n" + "\n".join(memreturn.markdown(*returned, None)[4:]))
-    out = write_report(opts, rows, runs, failures, tools, returned)
+    out = write_report(opts, allocs, rows, runs, failures, tools, returned)
     print(f"\nreport: {os.path.relpath(out, os.getcwd())}/report.md")
     if failures:
         print(f"\n{len(failures)} failed runs:\n" + "\n".join("  " + f for f in failures))

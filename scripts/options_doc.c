@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Prints hakmem's options, from the table the library reads them with
  * (src/options.c), as the markdown table of the README's "Options" section.
  * Built and run by `make readme-options`, which puts the table between the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Runs hakmem's tests, one after another, and reports one line per test.
 
     scripts/run_tests.py [--build DIR] [--allocator hakmem|glibc] [-v] [NAME...]
@@ -132,6 +133,13 @@ TESTS = [
     script("gxx", "test/programs/gxx.sh", needs=("g++",)),
     script("bench_smoke", "test/programs/bench_smoke.sh", needs=("python3",)),
     script("options_doc", "test/programs/options_doc.sh", needs=("awk",)),
+    script("bench_kit", "test/programs/bench_kit.sh", needs=("python3", "sha256sum")),
+    # What a release ships besides the library.
+    script("release", "test/programs/release.sh"),
+    script("launcher", "test/programs/launcher.sh"),
+    script("install", "test/programs/install.sh", needs=("make", "pkg-config", "man", "readelf")),
+    script("options_man", "test/programs/options_man.sh", needs=("python3", "man")),
+    script("cmake", "test/programs/cmake.sh", needs=("make", "cmake", "readelf")),
 ]
 
 SANITIZER_ENV = {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The allocation API behind the exported names: calloc, realloc, the aligned
  * allocations and malloc_usable_size. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The central cache: per size class, behind one lock, the blocks that no
  * thread cache holds.  Thread caches trade batches with it: a flush parks its
  * chain in a transfer slot in O(1) and a refill takes one back, so blocks move

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The class map: one byte per 64 KiB unit of the address space (the class of
  * the unit's blocks, HK_MAP_HUGE, or 0), read by every free.  A two-level
  * radix tree: the root (4096 entries, 32 KiB) is indexed by address bits

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Build variants: the one place where compile-time switches live.
  *
  *   HAK_VARIANT 1  fast      the default; nothing but the allocator on the fast paths

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Huge blocks (above the largest size class, 1 MiB).
  *
  * A huge block is a run of 2 MiB granules in a 64 MiB region aligned to its

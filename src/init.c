@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Process set-up (on the first call, whoever makes it: ld.so, a constructor,
  * main), the thread-exit hook and fork safety. */
 #include <sys/random.h>

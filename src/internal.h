@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared types, helpers and the inline fast paths of the allocator.
  *
  * Who calls whom, from the API down to the OS (layers: tcache -> central ->

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Options: one table drives reading them from the environment (once, at
  * start-up), the HAKMEM_VERBOSE dump and the README's list (scripts/options_doc.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* OS layer: every mmap/munmap/mremap/madvise hakmem makes goes through here
  * and is counted. */
 #define _GNU_SOURCE

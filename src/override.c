@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The exported C API: the hak_* names and, unless built with HAK_NO_OVERRIDE,
  * the standard names that replace the C library's allocator. */
 #include <malloc.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The C++ allocation operators, defined in C under their Itanium-ABI names so
  * that the library needs no C++ runtime (libstdc++ alone would add over 1 MB
  * to every process's RSS).  Failure follows the standard: the new-handler is

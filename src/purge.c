@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The purge schedule: when free memory goes back to the OS.
  *
  * Time is cut into epochs of HAKMEM_PURGE_DELAY_MS.  At each tick the layers

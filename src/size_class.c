@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Size classes: their block sizes, slab geometry and thread-cache sizing. */
 #include "internal.h"
 

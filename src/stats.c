@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Messages, fatal errors and statistics output.  Everything is formatted on
  * the stack and written with write(2): nothing here allocates. */
 #include <stdarg.h>

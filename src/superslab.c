@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SuperSlabs: 4 MiB regions aligned to their size, cut into 64 KiB units; a
  * slab is a run of units holding blocks of one class.
  *

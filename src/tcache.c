@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Thread caches: the slow paths behind hk_malloc_fast / hk_free_fast. */
 #include "internal.h"
 

@@ -1,7 +1,9 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Installs what `make test` needs that a fresh Debian system may lack: as
-# root with apt-get; otherwise it says what is missing, and the runner skips
-# the tests that need it.
+# root with apt-get, unless HAKMEM_NO_APT=1 (a package build, which must use
+# what its Build-Depends installed); otherwise it says what is missing, and
+# the runner skips the tests that need it.
 set -u
 
 missing=""
@@ -12,6 +14,10 @@ command -v git >/dev/null 2>&1 || need git
 command -v g++ >/dev/null 2>&1 || need g++
 command -v setarch >/dev/null 2>&1 || need util-linux
 command -v sort >/dev/null 2>&1 || need coreutils
+command -v cmake >/dev/null 2>&1 || need cmake
+command -v pkg-config >/dev/null 2>&1 || need pkg-config
+command -v man >/dev/null 2>&1 || need man-db
+command -v readelf >/dev/null 2>&1 || need binutils
 
 # gcc's sanitizer runtimes (the link-time .so is a symlink to them).
 cc=${CC:-cc}
@@ -30,7 +36,9 @@ install() {
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
 
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+if [ "${HAKMEM_NO_APT:-0}" = 1 ]; then
+  echo "test: missing$missing (HAKMEM_NO_APT=1: the tests that need them are skipped)"
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "test: installing$missing"
   install || echo "test: apt-get could not install$missing; the tests that need them are skipped"
 else

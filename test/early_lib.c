@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Part of the "early" test: a shared library whose constructor allocates
  * before main() runs, and before the constructors of the program, possibly
  * before hakmem's own initialisation.  It keeps one block for main() to free

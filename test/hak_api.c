@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hakmem only: the prefixed API (hak_*), every function of hakmem.h, called
  * directly.  Content checks through all the realloc paths (in place, small to
  * small, small to huge, huge to huge growing and shrinking, huge to small),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hakmem only: the prefixed API from many threads.  Producers allocate with
  * hak_malloc/hak_calloc/hak_aligned_alloc and pass blocks through queues to
  * consumers that verify, hak_realloc and hak_free them; threads swap blocks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hakmem only.  Memory goes to and from the OS as it should:
  *
  * - freed big blocks (megabytes) and large blocks (up to 1 MiB), freed by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hakmem only.  Options and profiles as a user sets them: the program runs
  * itself again with variables set and reads what hakmem says on stderr
  * (HAKMEM_VERBOSE=1 prints every option in force and where its value came

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hakmem only, run with LD_PRELOAD=libhakmem.so: the preload is in effect.
  * hak_version is found and matches the header; every C and C++ allocation
  * function hakmem defines resolves to libhakmem.so, not to libc or libstdc++;

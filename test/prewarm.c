@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hakmem only, linked with libhakmem.a (it reads the thread cache itself).
  * Prewarm: with HAKMEM_TINY_PREWARM_C<k> / _ALL set, a new thread's cache
  * holds that many blocks of each class of the size range from its first

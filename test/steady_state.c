@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hakmem only.  In a steady state the allocator makes no system calls: after
  * a warm-up of a random mix of malloc and free (sizes 16 to 1040 bytes, a
  * working set of 400 blocks), one million more iterations of the same mix

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Tests.  `make test` installs what the tests need (as root, with apt-get),
 # builds the library, its `standard` and sanitizer builds and the test
 # programs into $(BUILD)/test/, and runs them all, one after the other, with
@@ -65,7 +66,7 @@ TSAN_FLAGS  := -fsanitize=thread
 .PHONY: test test-deps test-programs test-plain test-glibc test-clean test-always
 
 test: test-deps
-	@$(MAKE) --no-print-directory lib bench-programs $(BUILD)/options_doc
+	@$(MAKE) --no-print-directory all bench-programs $(BUILD)/options_doc
 	@$(MAKE) --no-print-directory -k test-programs || \
 	  echo "test: some test programs did not build; the runner reports them as FAIL"
 	@$(PYTHON) scripts/run_tests.py --build $(BUILD) $(TESTS)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Code shared by the hakmem tests: CHECK macros, a seeded random number
  * generator, byte patterns to fill and verify blocks, running a function in a
  * child process, and finding out which allocator the process is using.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Thread churn: thousands of short-lived threads, a few at a time, each
  * allocating blocks of mixed sizes, freeing most of them, handing the rest to
  * the main thread (which verifies and frees them later) and exiting.  After a

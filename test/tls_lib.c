@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Part of the "dlopen_tls" test: a library with thread-local variables too
  * large for the static TLS space, so that, once it is loaded with dlopen,
  * glibc allocates each thread's copy with malloc on first use and frees it

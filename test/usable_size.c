@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* malloc_usable_size: at least the requested size for every size (each size
  * to 16 KiB, then sampled to 8 MiB, then a few huge ones), for malloc, calloc,
  * realloc and the aligned functions; the whole usable size belongs to the

@@ -1,14 +1,22 @@
+# SPDX-License-Identifier: MIT
 """The contenders, and the Debian packages the comparison needs.
 
 Every allocator runs the same benchmark binary: hakmem and the peers through
-LD_PRELOAD, glibc with nothing preloaded."""
+LD_PRELOAD, glibc with nothing preloaded.  Besides the built-in ones, any
+allocator built as a shared object can run, under a name of the user's
+(--allocators NAME=PATH)."""
 
+import datetime
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
+
+from . import elf
 
 ORDER = ("hakmem", "mimalloc", "tcmalloc", "jemalloc", "glibc")
 BASELINE = "mimalloc"  # ratios are to its median
@@ -34,6 +42,7 @@ class Allocator:
     name: str
     preload: str | None  # None: glibc's malloc, nothing preloaded
     settings: tuple = ()  # (variable, value) pairs of its own, e.g. a hakmem profile
+    origin: str | None = None  # given by path: what the report says of its file
 
     def env(self, **extra):
         """The environment of a run: ours, with this allocator preloaded and
@@ -45,6 +54,60 @@ class Allocator:
         env.update(self.settings)
         env.update(extra)
         return env
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
+def _describe_file(path, soname):
+    st = os.stat(path)
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    mtime = datetime.datetime.fromtimestamp(st.st_mtime, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{path} (soname {soname or 'none'}, {st.st_size} bytes, modified {mtime}, sha256 {digest})"
+
+
+def from_path(name, path):
+    """The allocator in the shared object at path, to run under `name`.
+    Raises ValueError, saying what is wrong, unless it is a 64-bit shared
+    object that the dynamic loader preloads into a program."""
+    if not NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a usable name (letters, digits and _ . + -)")
+    if name in ORDER:
+        raise ValueError(f"{name} is the name of a built-in allocator; give this one another")
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise ValueError(f"{name}: {path} does not exist")
+    try:
+        soname = elf.soname(path)
+    except elf.NotSharedObject as e:
+        raise ValueError(f"{name}: {path} is {e}") from None
+    except OSError as e:
+        raise ValueError(f"{name}: cannot read {path}: {e.strerror}") from None
+    # The loader only warns when it cannot preload a library, and runs the
+    # program without it: the library must be in the program's own maps.
+    real = os.path.realpath(path)
+    r = subprocess.run(["cat", "/proc/self/maps"], env=Allocator(name, path).env(), capture_output=True, text=True)
+    if r.returncode != 0 or real not in r.stdout:
+        why = r.stderr.strip() or (f"exit status {r.returncode}" if r.returncode else "not in the maps of a program")
+        raise ValueError(f"{name}: {path} cannot be preloaded: {why}")
+    return Allocator(name, path, origin=_describe_file(path, soname))
+
+
+def parse(specs):
+    """The --allocators list: names of built-in allocators and NAME=PATH
+    entries, in the order given.  Returns a list of names (built-in) and
+    Allocators (given by path); raises ValueError on a bad entry."""
+    out, seen = [], set()
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep and name not in ORDER:
+            raise ValueError(f"unknown allocator {name}; known: {', '.join(ORDER)}, or NAME=PATH to a shared object")
+        if name in seen:
+            raise ValueError(f"{name} is given twice")
+        seen.add(name)
+        out.append(from_path(name, path) if sep else name)
+    return out
 
 
 def note(msg):
@@ -76,10 +139,11 @@ def _find_library(package, soname):
 
 
 def apt_install(packages):
-    """Installs Debian packages when running as root; False if it could not."""
+    """Installs Debian packages when running as root, unless HAKMEM_NO_APT=1;
+    False if it could not."""
     if not packages:
         return True
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
+    if os.geteuid() != 0 or not shutil.which("apt-get") or os.environ.get("HAKMEM_NO_APT") == "1":
         return False
     print(f"installing {' '.join(packages)}", file=sys.stderr)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -90,32 +154,34 @@ def apt_install(packages):
     )
 
 
-def prepare(names, hakmem_so, tools=()):
-    """The allocators among `names` that can run here, in ORDER, after
-    installing the missing peers and tools in one apt-get; says on stderr
-    what it skips.  Returns (allocators, set of the tools available)."""
+def prepare(specs, hakmem_so, tools=()):
+    """The allocators of `specs` (from parse) that can run here, in the
+    order given, after installing the missing peers and tools in one
+    apt-get; says on stderr what it skips.  Returns (allocators, set of the
+    tools available)."""
+    names = [s for s in specs if isinstance(s, str)]
     missing = [PEERS[n][0] for n in names if n in PEERS and not _find_library(*PEERS[n])]
     missing += [TOOLS[t][0] for t in tools if not shutil.which(t)]
     if missing and not apt_install(missing):
-        note(f"could not install {' '.join(missing)} (needs root and apt-get)")
+        note(f"could not install {' '.join(missing)} (needs root and apt-get, and HAKMEM_NO_APT unset)")
 
     allocators = []
-    for name in ORDER:
-        if name not in names:
-            continue
-        if name == "glibc":
-            allocators.append(Allocator(name, None))
-        elif name == "hakmem":
+    for spec in specs:
+        if isinstance(spec, Allocator):
+            allocators.append(spec)
+        elif spec == "glibc":
+            allocators.append(Allocator(spec, None))
+        elif spec == "hakmem":
             if os.path.exists(hakmem_so):
-                allocators.append(Allocator(name, os.path.abspath(hakmem_so)))
+                allocators.append(Allocator(spec, os.path.abspath(hakmem_so)))
             else:
                 note(f"skipping hakmem: {hakmem_so} does not exist (make lib)")
         else:
-            path = _find_library(*PEERS[name])
+            path = _find_library(*PEERS[spec])
             if path:
-                allocators.append(Allocator(name, path))
+                allocators.append(Allocator(spec, path))
             else:
-                note(f"skipping {name}: package {PEERS[name][0]} is not installed")
+                note(f"skipping {spec}: package {PEERS[spec][0]} is not installed")
     available = {t for t in tools if shutil.which(t)}
     for t in sorted(set(tools) - available):
         note(f"no {t}: going without {TOOLS[t][1]}")

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Instruction counts under valgrind's callgrind: deterministic, unlike time,
 so small changes to a fast path show even on a noisy machine."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """SVG bar charts of a report, drawn by gnuplot: one group of bars per
 benchmark, one bar per allocator."""
 

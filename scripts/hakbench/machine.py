@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a report records about where and on what it ran."""
 
 import os
@@ -35,8 +36,10 @@ def _compiler():
     return r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else "unknown"
 
 
-def describe(root):
-    """(label, value) pairs, in the order a report lists them."""
+def describe(root, allocs=()):
+    """(label, value) pairs, in the order a report lists them: the machine,
+    the peers' packages, hakmem's commit, and the file of each allocator of
+    `allocs` given by path."""
     info = [
         ("CPU", _cpu_model()),
         ("cores", str(os.cpu_count())),
@@ -47,4 +50,5 @@ def describe(root):
     for name, (package, _) in allocators.PEERS.items():
         info.append((name, f"{package} {allocators.package_version(package) or 'not installed'}"))
     info.append(("hakmem commit", commit(root)))
+    info += [(a.name, a.origin) for a in allocs if a.origin]
     return info

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The memory-return run of `make bench`: bench/memory_return under each
 allocator, and under hakmem in each of its profiles, once each, one after the
 other; the resident set it samples while idle becomes a table, a CSV file
@@ -18,7 +19,7 @@ def contenders(allocs):
     out = []
     for a in allocs:
         if a.name == "hakmem":
-            out += [Allocator(f"hakmem-{p}", a.preload, (("HAKMEM_PROFILE", p),)) for p in PROFILES]
+            out += [Allocator(f"hakmem-{p}", a.preload, settings=(("HAKMEM_PROFILE", p),)) for p in PROFILES]
         else:
             out.append(a)
     return out

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The outputs of `make bench`: the terminal table, results.csv, runs.csv and
 report.md.  A row is a dict with the keys of COLUMNS, one per benchmark and
 allocator."""

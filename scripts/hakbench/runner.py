@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Running one benchmark process and reading what it reports.
 
 stdout and stderr go to files, so a chatty allocator cannot block on a full

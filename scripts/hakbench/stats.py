@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: MIT
 """Summary statistics of repeated runs."""
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -26,3 +28,60 @@ def summarize(values):
     stdev = statistics.stdev(values) if len(values) > 1 else 0.0
     return Summary(len(values), statistics.fmean(values), statistics.median(values),
                    min(values), max(values), stdev)
+
+
+@dataclass(frozen=True)
+class RankTest:
+    u: float  # Mann-Whitney U of the first sample
+    p: float  # two-sided p-value
+    exact: bool  # p from the exact distribution of U, not the normal approximation
+    min_p: float  # the smallest p these sample sizes can give (exact test)
+
+
+def _u_counts(m, n):
+    """counts[u]: how many of the C(m+n, m) orderings of two samples of
+    sizes m and n, without ties, give the first one U = u."""
+    # table[j][u] for a first sample of size i (built up) and a second of size j
+    table = [[1] + [0] * (m * n) for _ in range(n + 1)]
+    for _ in range(m):
+        new = [[0] * (m * n + 1) for _ in range(n + 1)]
+        for j in range(n + 1):
+            for u in range(m * n + 1):
+                # the largest value belongs to the first sample (it beats all
+                # j of the second) or to the second
+                new[j][u] = (table[j][u - j] if u >= j else 0) + (new[j - 1][u] if j else 0)
+        table = new
+    return table[n]
+
+
+def mann_whitney(a, b):
+    """Two-sided Mann-Whitney U test of samples a and b: exact for samples
+    of up to 20 values each without ties, else the normal approximation
+    with tie and continuity corrections."""
+    m, n = len(a), len(b)
+    if not m or not n:
+        raise ValueError("Mann-Whitney U needs two non-empty samples")
+    values = sorted([(x, 0) for x in a] + [(x, 1) for x in b])
+    ranks, ties, i = [0.0] * (m + n), [], 0
+    while i < m + n:
+        j = i
+        while j + 1 < m + n and values[j + 1][0] == values[i][0]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[k] = (i + j) / 2 + 1
+        ties.append(j - i + 1)
+        i = j + 1
+    u = sum(r for r, (_, sample) in zip(ranks, values) if sample == 0) - m * (m + 1) / 2
+    total = math.comb(m + n, m)
+    min_p = min(1.0, 2 / total)
+    if max(m, n) <= 20 and all(t == 1 for t in ties):
+        counts = _u_counts(m, n)
+        below = sum(counts[:int(u) + 1]) / total
+        above = sum(counts[int(u):]) / total
+        return RankTest(u, min(1.0, 2 * min(below, above)), True, min_p)
+    mean = m * n / 2
+    var = m * n / 12 * ((m + n + 1) - sum(t ** 3 - t for t in ties) / ((m + n) * (m + n - 1)))
+    if var <= 0:
+        return RankTest(u, 1.0, False, min_p)
+    z = max(0.0, abs(u - mean) - 0.5) / math.sqrt(var)
+    return RankTest(u, math.erfc(z / math.sqrt(2)), False, min_p)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The benchmark matrix: which programs `make bench` runs, with which arguments."""
 
 from dataclasses import dataclass

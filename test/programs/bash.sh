@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # bash -c with hakmem preloaded: loops filling indexed and associative arrays,
 # string building and splitting, command substitution and pipelines (child
 # processes inherit the preload).  The results are checked against values

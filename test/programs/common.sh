@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Sourced by the scripts in this directory, which run real programs with
 # hakmem preloaded and compare what they print with a run without it.
 # The runner sets HAKMEM_LIB to the library to preload.

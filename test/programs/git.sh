@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # git with hakmem preloaded: init, add, commit, log, diff, status, gc and
 # fsck in a fresh repository; with fixed dates and identities the output,
 # commit hashes included, must equal that of the same commands without hakmem.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # g++ (cc1plus is a large C++ program) with hakmem preloaded compiles one of
 # the tests with optimisation; the assembly must equal that produced without
 # hakmem.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ls(1) with hakmem preloaded: long listings of /usr/lib, /usr/bin and,
 # recursively, /usr/share/doc, compared with the same listings without it.
 # shellcheck source-path=SCRIPTDIR source=common.sh

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The README's option list is the one the library's table of options gives
 # (build/options_doc prints it; `make readme-options` puts it in the README).
 set -eu

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # python3 with hakmem preloaded: dicts, lists, strings, JSON and a large
 # buffer, once with Python's own small-object allocator and once with every
 # allocation going to malloc (PYTHONMALLOC=malloc).  The script checks its

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sort(1) with hakmem preloaded, on a generated file of 200000 lines, with
 # several key options, and in parallel with a small buffer (threads and
 # temporary files); compared with the same sorts without hakmem.

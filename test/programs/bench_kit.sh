@@ -1,0 +1,84 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The bench kit with any allocator: scripts/bench.py runs one given as
+# NAME=PATH under its name and records its file in the report, and refuses
+# a path that is not a preloadable shared object; scripts/compare tells a
+# real difference between two result directories from noise.
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "$(dirname "$0")/common.sh"
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(dirname "$HAKMEM_LIB")
+fail() { echo "$*"; exit 1; }
+
+# --- scripts/compare on made-up results ---
+mkdir -p "$work/old" "$work/new"
+header="bench,allocator,run,status,ops_per_sec,seconds,wall_s,maxrss_kb,minflt"
+runs() { # runs BENCH ALLOC MIB_OF_RSS MILLIONS...: one runs.csv row per figure
+  b=$1 a=$2 rss=$3
+  shift 3
+  i=0
+  for m in "$@"; do
+    i=$((i + 1))
+    echo "$b,$a,$i,ok,${m}000000,0.1,0.1,$((rss * 1024)),100"
+  done
+}
+{
+  echo "$header"
+  runs random_mixed hakmem 2 100 101 102 103 104
+  runs random_mixed glibc 2 70 72 74 76 78
+  echo "random_mixed,glibc,6,SIGSEGV,,,0.1,,"
+  runs larson hakmem 5 50 51 52
+  runs prodcons hakmem 4 10 11 12 13 14
+} > "$work/old/runs.csv"
+{
+  echo "$header"
+  runs random_mixed hakmem 3 110 111 112 113 114
+  runs random_mixed glibc 2 71 73 75 77 79
+  runs larson hakmem 5 60 61 62
+} > "$work/new/runs.csv"
+printf 'bench,allocator,command\nlarson,hakmem,larson 2 1.0\n' > "$work/old/results.csv"
+printf 'bench,allocator,command\nlarson,hakmem,larson 2 0.2\n' > "$work/new/results.csv"
+
+python3 "$root/scripts/compare" "$work/old" "$work/new" > "$work/cmp" || { cat "$work/cmp"; fail "compare failed"; }
+row() { # row BENCH ALLOC: its line of the table, blanks squeezed
+  grep "^$1  *$2 " "$work/cmp" | tr -s ' '
+}
+# All five runs of NEW above all five of OLD: the exact p is 2/252.
+[ "$(row random_mixed hakmem)" = "random_mixed hakmem 5/5 102.00M 112.00M 1.098 1.500 0.00794 faster" ] ||
+  { cat "$work/cmp"; fail "random_mixed under hakmem: \"$(row random_mixed hakmem)\""; }
+row random_mixed glibc | grep -q ' 5/5 74.00M 75.00M 1.014 1.000 0.69 same$' ||
+  { cat "$work/cmp"; fail "random_mixed under glibc (interleaved runs, the failed one left out): \"$(row random_mixed glibc)\""; }
+row larson hakmem | grep -q ' 3/3 .* too few runs$' || { cat "$work/cmp"; fail "larson: \"$(row larson hakmem)\""; }
+grep -q '^warning: larson ran as `larson 2 1.0` in OLD, `larson 2 0.2` in NEW$' "$work/cmp" ||
+  { cat "$work/cmp"; fail "no warning for a benchmark run with other arguments"; }
+grep -q '^only in OLD: prodcons under hakmem$' "$work/cmp" || { cat "$work/cmp"; fail "no note of a row OLD alone has"; }
+python3 "$root/scripts/compare" "$work/old" "$work/nowhere" > /dev/null 2>&1 && fail "compare accepted a missing directory"
+
+# --- scripts/bench.py with an allocator given by path ---
+bench() { python3 "$root/scripts/bench.py" --build "$build" --out "$work/results" "$@"; }
+if bench --quick --runs 1 --benches random_mixed --allocators "glibc,mine=$HAKMEM_LIB" > "$work/bench.out" 2>&1; then :; else
+  cat "$work/bench.out"
+  fail "bench.py with an allocator given by path failed"
+fi
+report=$(ls "$work"/results/*/report.md)
+results=$(dirname "$report")/results.csv
+grep -q '^random_mixed,mine,' "$results" || { cat "$results"; fail "results.csv has no row for mine"; }
+sum=$(sha256sum "$HAKMEM_LIB" | cut -d' ' -f1)
+grep -q "^- mine: $HAKMEM_LIB (soname libhakmem\.so\.[0-9]*, [0-9]* bytes, modified .*, sha256 $sum)\$" "$report" ||
+  { grep '^- ' "$report"; fail "report.md does not describe the file of mine"; }
+
+# refused WHAT ALLOCATORS: bench.py must refuse them with status 2, saying WHAT
+refused() {
+  rc=0
+  bench --quick --runs 1 --allocators "$2" > "$work/err" 2>&1 || rc=$?
+  [ $rc = 2 ] && grep -q "$1" "$work/err" || { cat "$work/err"; fail "--allocators $2: status $rc"; }
+}
+refused "mine: $work/none.so does not exist" "hakmem,mine=$work/none.so"
+refused "is not an ELF file" "mine=$work/old/runs.csv"
+cp "$build/bench/random_mixed" "$work/prog"
+refused "cannot be preloaded" "mine=$work/prog"
+refused "name of a built-in allocator" "jemalloc=$HAKMEM_LIB"
+refused "unknown allocator nosuch" "hakmem,nosuch"
+
+echo "compare: faster, same, too few runs, warnings; bench.py ran and described an allocator given by path"
