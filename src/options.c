@@ -5,7 +5,9 @@
  * A profile (HAKMEM_PROFILE) picks the defaults of every row at once; a
  * variable set in the environment beats its profile's default.  A value that
  * cannot be read is reported on stderr, naming the variable and the value used
- * instead, and never stops the program. */
+ * instead, and never stops the program.  Programs run setuid or setgid
+ * ignore the environment, as glibc's malloc does its tunables. */
+#define _GNU_SOURCE
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,7 +116,7 @@ void hk_option_format(const hk_option_t *o, size_t v, char *buf, size_t len) {
 /* The option's value from the environment, or `def` (with a warning if the
  * variable is set to something that is not a value of the option). */
 static size_t read_option(const hk_option_t *o, size_t def, bool *from_env) {
-  const char *s = getenv(o->name);
+  const char *s = secure_getenv(o->name);  /* a setuid program runs with the defaults */
   size_t v;
   *from_env = false;
   if (!s) return def;
