@@ -5,6 +5,9 @@
 #
 #   VARIANT=fast      the default: no statistics counters on the fast paths
 #   VARIANT=standard  the same with consistency checks in the slow paths
+#   VARIANT=hardened  standard + encoded free lists, canaries, guard pages,
+#                     random allocation order: libhakmem-hardened.so (`make`
+#                     builds it beside the default)
 #   CFLAGS, CPPFLAGS, LDFLAGS
 #                     the builder's flags (a distribution's hardening flags,
 #                     -O3, ...), after the library's defaults, which they can
@@ -21,9 +24,11 @@ BUILD   ?= build
 
 VARIANT_DEF_fast     := -DHAK_VARIANT=1
 VARIANT_DEF_standard := -DHAK_VARIANT=2
+VARIANT_DEF_hardened := -DHAK_VARIANT=4
 ifeq ($(VARIANT_DEF_$(VARIANT)),)
-$(error VARIANT must be fast or standard)
+$(error VARIANT must be fast, standard or hardened)
 endif
+LIBNAME := $(if $(filter hardened,$(VARIANT)),libhakmem-hardened,libhakmem)
 
 # The version is the public header's: the library is libhakmem.so.VERSION
 # with the soname libhakmem.so.MAJOR.
@@ -33,7 +38,8 @@ VERSION       := $(VERSION_MAJOR).$(call hakmem_version,MINOR).$(call hakmem_ver
 ifneq ($(words $(subst ., ,$(VERSION))),3)
 $(error cannot read HAKMEM_VERSION_MAJOR, _MINOR and _PATCH from include/hakmem.h)
 endif
-SONAME := libhakmem.so.$(VERSION_MAJOR)
+SONAME := $(LIBNAME).so.$(VERSION_MAJOR)
+HARDENED_SONAME := libhakmem-hardened.so.$(VERSION_MAJOR)
 
 WARN := -Wall -Wextra -Wno-unused-parameter
 # Defaults the builder's CFLAGS may override.
@@ -57,15 +63,19 @@ LIB_HDRS     := $(wildcard src/*.h) include/hakmem.h
 
 # The library file, its soname link (what programs load) and the link the
 # linker's -lhakmem and LD_PRELOAD=build/libhakmem.so find.
-LIBSO_FILE := $(BUILD)/libhakmem.so.$(VERSION)
+LIBSO_FILE := $(BUILD)/$(LIBNAME).so.$(VERSION)
 LIBSO_LINK := $(BUILD)/$(SONAME)
-LIBSO      := $(BUILD)/libhakmem.so
-LIBA       := $(BUILD)/libhakmem.a
+LIBSO      := $(BUILD)/$(LIBNAME).so
+LIBA       := $(BUILD)/$(LIBNAME).a
 
-.PHONY: all lib clean test bench readme-options FORCE
+.PHONY: all lib hardened clean test bench readme-options FORCE
 .DEFAULT_GOAL := all
-all: lib launcher
+all: lib hardened launcher
 lib: $(LIBSO) $(LIBSO_LINK) $(LIBA)
+
+# The hardened library, beside the default one, in the same build directory.
+hardened:
+	@$(if $(filter hardened,$(VARIANT)),true,$(MAKE) --no-print-directory VARIANT=hardened lib)
 
 # $(call update_if_changed,FILE): moves FILE.tmp over FILE only when they
 # differ, so that what depends on FILE is rebuilt only when its text changes.

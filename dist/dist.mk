@@ -38,7 +38,8 @@ cmake_includedir = $(shell realpath -m -s --relative-to=$(CMAKEDIR) $(INCLUDEDIR
 # $(call configure,LIBDIR): sed filling in the @NAME@s of a template; the
 # launcher of the build tree is given an empty LIBDIR.
 configure = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(VERSION_MAJOR)|g' \
-  -e 's|@SONAME@|$(SONAME)|g' -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(1)|g' \
+  -e 's|@SONAME@|$(SONAME)|g' -e 's|@HARDENED_SONAME@|$(HARDENED_SONAME)|g' \
+  -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(1)|g' \
   -e 's|@PC_LIBDIR@|$(call pc_dir,$(LIBDIR))|g' -e 's|@PC_INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' \
   -e 's|@CMAKE_INCLUDEDIR@|$(cmake_includedir)|g'
 
@@ -64,15 +65,18 @@ $(DIST)/hakmem.3: dist/hakmem.3.in README.md scripts/options_man.py FORCE | $(DI
 	@$(call configure,$(LIBDIR)) < $@.options > $@.tmp && rm -f $@.options
 	@$(call update_if_changed,$@)
 
-INSTALLED_LIBS := libhakmem.so.$(VERSION) $(SONAME) libhakmem.so libhakmem.a
+INSTALLED_LIBS := libhakmem.so.$(VERSION) $(SONAME) libhakmem.so libhakmem.a \
+                  libhakmem-hardened.so.$(VERSION) $(HARDENED_SONAME)
 INSTALLED_CMAKE := hakmemConfig.cmake hakmemConfigVersion.cmake
 
-install: lib man $(DIST)/hakmem $(DIST)/hakmem.pc $(INSTALLED_CMAKE:%=$(DIST)/%)
+install: lib hardened man $(DIST)/hakmem $(DIST)/hakmem.pc $(INSTALLED_CMAKE:%=$(DIST)/%)
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(INCLUDEDIR) \
 	  $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3
 	install -m 644 $(LIBSO_FILE) $(LIBA) $(DESTDIR)$(LIBDIR)/
 	ln -sfn $(notdir $(LIBSO_FILE)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sfn $(notdir $(LIBSO_FILE)) $(DESTDIR)$(LIBDIR)/libhakmem.so
+	install -m 644 $(BUILD)/libhakmem-hardened.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sfn libhakmem-hardened.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(HARDENED_SONAME)
 	install -m 644 $(DIST)/hakmem.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	install -m 644 $(INSTALLED_CMAKE:%=$(DIST)/%) $(DESTDIR)$(CMAKEDIR)/
 	install -m 644 include/hakmem.h $(DESTDIR)$(INCLUDEDIR)/

@@ -10,7 +10,7 @@ void *hk_calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (total > HK_CLASS_MAX) return hk_huge_alloc(total, 16, true);
+  if (total > HK_SMALL_MAX) return hk_huge_alloc(total, 16, true);
   void *p = hk_malloc_fast(total);
   if (p) memset(p, 0, total);
   return p;
@@ -21,9 +21,9 @@ void *hk_calloc(size_t count, size_t size) {
  * of such a class is aligned.  Larger alignments get a mapping of their own. */
 void *hk_aligned(size_t alignment, size_t size) {
   if (alignment <= 16) return hk_malloc_fast(size);
-  if (alignment <= HK_UNIT_SIZE && size <= HK_CLASS_MAX) {
+  if (alignment <= HK_UNIT_SIZE && size <= HK_SMALL_MAX) {
     hk_process_init();
-    unsigned cls = hk_size_to_class(hk_max(size, alignment));
+    unsigned cls = hk_size_to_class(hk_max(size + HK_CANARY, alignment));
     while (cls <= HK_NCLASS && hk_classes[cls].size % alignment != 0) cls++;
     if (cls <= HK_NCLASS) return hk_malloc_class(cls);
   }
@@ -33,7 +33,7 @@ void *hk_aligned(size_t alignment, size_t size) {
 size_t hk_usable_size(const void *p) {
   if (!p) return 0;
   unsigned cls = (unsigned)hk_class_map_lookup(p);
-  if (cls - 1u < HK_NCLASS) return hk_classes[cls].size;
+  if (cls - 1u < HK_NCLASS) return hk_classes[cls].size - HK_CANARY;
   if (cls == HK_MAP_HUGE) return hk_huge_usable_size(p);
   return 0;
 }
@@ -56,13 +56,15 @@ void *hk_realloc(void *p, size_t size) {
   }
   uintptr_t cls = hk_class_map_lookup(p);
   if (cls - 1 < HK_NCLASS) {
-    if (!hk_on_boundary(p, cls) || ((const uint64_t *)p)[1] == hk_fast.free_key) hk_misuse("realloc", p, cls);
-    size_t old_size = hk_classes[cls].size;
+    if (!hk_on_boundary(p, cls) || ((const uint64_t *)p)[1] == hk_fast.free_key ||
+        (HAK_HARDENED && *hk_canary_at(p, cls) != hk_canary(p)))
+      hk_misuse("realloc", p, cls);
+    size_t old_size = hk_classes[cls].size - HK_CANARY;
     if (size <= old_size && (size >= old_size / 2 || old_size <= 256)) return p;
     return realloc_move(p, old_size, size);
   }
   if (cls == HK_MAP_HUGE) {
-    if (size > HK_CLASS_MAX) return hk_huge_realloc(p, size);
+    if (size > HK_SMALL_MAX) return hk_huge_realloc(p, size);
     size_t old_size = hk_huge_usable_size(p);
     if (old_size == 0) hk_misuse("realloc", p, cls);
     return realloc_move(p, old_size, size);

@@ -27,6 +27,34 @@ static hk_central_t central[HK_NCLASS + 1] = {[0 ... HK_NCLASS] = {.lock = PTHRE
 static bool slab_is_full(const hk_slab_t *s) { return s->free == NULL && s->carved == s->capacity; }
 static bool slab_is_empty(const hk_slab_t *s) { return s->nfree == s->carved; }
 
+/* Links n fresh blocks of `size` bytes from `first` in front of `head`: in
+ * address order, or, in the hardened build, in a random order, so that
+ * where the next block will be cannot be foretold.  Returns the new head. */
+static void *link_fresh(uint8_t *first, uint32_t size, unsigned n, void *head) {
+#if HAK_HARDENED
+  static __thread uint64_t rng;
+  uint16_t order[HK_PAGE_SIZE / 16];
+  if (!rng) rng = hk_fast.link_key ^ (uintptr_t)&rng;
+  for (unsigned i = 0; i < n; i++) {  /* inside-out Fisher-Yates, xorshift64 */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    unsigned j = (unsigned)(rng % (i + 1));
+    order[i] = order[j];
+    order[j] = (uint16_t)i;
+  }
+  for (unsigned i = 0; i < n; i++) {
+    void *b = first + (size_t)order[i] * size;
+    hk_set_next(b, head);
+    head = b;
+  }
+  return head;
+#else
+  uint8_t *b = first;
+  for (unsigned i = 1; i < n; i++, b += size) hk_set_next(b, b + size);
+  hk_set_next(b, head);
+  return first;
+#endif
+}
+
 /* Takes up to `want` blocks from one slab onto *chain: returned blocks first,
  * then fresh ones, linked in address order. */
 static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
@@ -34,8 +62,8 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
   void *head = *chain;
   while (n < want && s->free) {
     void *b = s->free;
-    s->free = *(void **)b;
-    *(void **)b = head;
+    s->free = hk_next(b);
+    hk_set_next(b, head);
     head = b;
     n++;
   }
@@ -46,10 +74,7 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
   unsigned fresh = hk_min(hk_min(want - n, page_blocks), (unsigned)(s->capacity - s->carved));
   if (fresh) {
     uint8_t *first = s->start + (size_t)s->carved * s->block_size;
-    uint8_t *b = first;
-    for (unsigned i = 1; i < fresh; i++, b += s->block_size) *(void **)b = b + s->block_size;
-    *(void **)b = head;
-    head = first;
+    head = link_fresh(first, s->block_size, fresh, head);
     s->carved = (uint16_t)(s->carved + fresh);
     n += fresh;
   }
@@ -100,7 +125,7 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b, bool keep) {
   if ((size_t)((uint8_t *)b - s->start) % s->block_size != 0) hk_fatal("free(): pointer inside a block", b);
 #endif
   if (slab_is_full(s)) hk_list_push(&c->partial, s);
-  *(void **)b = s->free;
+  hk_set_next(b, s->free);
   s->free = b;
   s->nfree++;
   if (slab_is_empty(s)) {
@@ -116,7 +141,7 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b, bool keep) {
 static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
   while (chain) {
     void *b = chain;
-    chain = *(void **)b;
+    chain = hk_next(b);
     slab_put(c, cls, b, keep);
   }
 }

@@ -102,6 +102,14 @@ static size_t block_bytes(const hk_region_t *r, const void *p) {
 
 static void mark(const void *p, uint8_t value) { hk_class_map_set(p, 1, value); }
 
+/* The hardened build ends every huge block with a page mapped inaccessible,
+ * so that an overrun faults at once: the block's usable size is a page less. */
+#define HK_GUARD (HAK_HARDENED ? HK_PAGE_SIZE : 0)
+
+static void guard(hk_region_t *r, void *p, bool on) {
+  if (HAK_HARDENED) hk_os_protect((uint8_t *)p + block_bytes(r, p) - HK_GUARD, HK_GUARD, !on);
+}
+
 /* Maps a region of `size` bytes whose block, `offset` bytes in, is aligned to
  * `alignment` (the region itself to 64 MiB). */
 static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
@@ -258,11 +266,15 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
+  size += HK_GUARD;
   size_t n = hk_max(granules(size), 1);
   pthread_mutex_lock(&huge_lock);
   void *p = fits_region(n, alignment) ? shared_alloc((unsigned)n, alignment, zero, size)
                                       : jumbo_alloc(size, alignment, zero);
-  if (p) mark(p, HK_MAP_HUGE);
+  if (p) {
+    mark(p, HK_MAP_HUGE);
+    guard(region_of(p), p, true);
+  }
   pthread_mutex_unlock(&huge_lock);
   hk_purge_poll();
   if (!p) errno = ENOMEM;
@@ -296,6 +308,7 @@ void hk_huge_free(void *p) {
     pthread_mutex_unlock(&huge_lock);
     hk_misuse("free", p, HK_MAP_HUGE);
   }
+  guard(r, p, false);
   free_locked(r, p);
   pthread_mutex_unlock(&huge_lock);
   hk_purge_poll();
@@ -304,7 +317,7 @@ void hk_huge_free(void *p) {
 size_t hk_huge_usable_size(const void *p) {
   pthread_mutex_lock(&huge_lock);
   hk_region_t *r = lookup(p);
-  size_t n = r ? block_bytes(r, p) : 0;
+  size_t n = r ? block_bytes(r, p) - HK_GUARD : 0;
   pthread_mutex_unlock(&huge_lock);
   return n;
 }
@@ -381,14 +394,17 @@ void *hk_huge_realloc(void *p, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
+  size_t old_size = block_bytes(r, p) - HK_GUARD;
+  guard(r, p, false);
   if (r->offset) {
-    void *q = jumbo_resize(r, size);
+    void *q = jumbo_resize(r, size + HK_GUARD);
+    guard(q ? region_of(q) : r, q ? q : p, true);
     pthread_mutex_unlock(&huge_lock);
     if (!q) errno = ENOMEM;
     return q;
   }
-  size_t old_size = block_bytes(r, p);
-  bool in_place = shared_resize(r, p, size);
+  bool in_place = shared_resize(r, p, size + HK_GUARD);
+  guard(r, p, true);
   pthread_mutex_unlock(&huge_lock);
   if (in_place) return p;
   void *q = hk_huge_alloc(size, 16, false);  /* moves out of its region: a copy */

@@ -72,6 +72,7 @@
 #define HK_NCLASS 112                          /* size classes 1..112; 0 = none */
 #define HK_TABLE_MAX 8192                      /* sizes looked up in hk_class_table */
 #define HK_CLASS_MAX ((size_t)1 << 20)         /* largest size class: 1 MiB */
+#define HK_SMALL_MAX (HK_CLASS_MAX - HK_CANARY) /* largest request the classes serve */
 #define HK_ADDR_BITS 48                        /* user address space: x86-64 and arm64, 4-level paging */
 #define HK_MAP_LEAF_SHIFT 36                   /* a leaf covers 64 GiB */
 #define HK_MAP_ROOT_ENTRIES ((size_t)1 << (HK_ADDR_BITS - HK_MAP_LEAF_SHIFT))
@@ -97,6 +98,16 @@ typedef struct hk_tcache {
 #define HK_TCACHE_MIN_CAP 8      /* what a list shrinks to at most */
 #define HK_FREES_BEFORE_CACHE 32 /* frees a thread makes before its first malloc without a cache */
 
+typedef struct hk_class_info {
+  uint32_t size;           /* block size */
+  uint16_t capacity;       /* blocks in one slab */
+  uint8_t units;           /* 64 KiB units one slab spans */
+  int16_t cap;             /* thread cache capacity (blocks) */
+  uint16_t batch;          /* blocks moved from the central cache per refill */
+} hk_class_info_t;
+
+extern hk_class_info_t hk_classes[HK_NCLASS + 1] HK_HIDDEN;
+
 extern __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
 extern uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_HIDDEN;
 /* What free's fast path reads, in one place so that one base address
@@ -106,6 +117,7 @@ typedef struct hk_fast {
   uint32_t class_magic[256];  /* by class map entry: ceil(2^32 / block size); 0 for
                                  entries that are not a class, which no pointer passes */
   uint64_t free_key;          /* in word 1 of every free block (init.c) */
+  uint64_t link_key;          /* hardened build: free-list links are encoded with it */
 } hk_fast_t;
 extern hk_fast_t hk_fast HK_HIDDEN;
 
@@ -129,23 +141,55 @@ static inline __attribute__((always_inline)) bool hk_on_boundary(const void *p, 
 HK_HIDDEN void *hk_malloc_slow(size_t size);
 HK_HIDDEN void hk_free_overflow(void *p);  /* p: the block just pushed */
 HK_HIDDEN void hk_free_slow(void *p);
+HK_HIDDEN __attribute__((noreturn, cold)) void hk_corrupted(const void *b);
+
+/* Free-list links: the first word of a free block.  The hardened build keeps
+ * them encoded with a per-process key and the link's own address, and checks
+ * each one it reads: a link an overflow has written points nowhere valid. */
+static inline __attribute__((always_inline)) void hk_set_next(void *b, void *next) {
+  if (HAK_HARDENED) next = (void *)((uintptr_t)next ^ hk_fast.link_key ^ (uintptr_t)b);
+  *(void **)b = next;
+}
+
+static inline __attribute__((always_inline)) void *hk_next(const void *b) {
+  void *n = *(void *const *)b;
+  if (!HAK_HARDENED) return n;
+  n = (void *)((uintptr_t)n ^ hk_fast.link_key ^ (uintptr_t)b);
+  if (n && hk_unlikely((uintptr_t)n >> HK_MAP_LEAF_SHIFT >= HK_MAP_ROOT_ENTRIES || hk_map_get(n) != hk_map_get(b) ||
+                       !hk_on_boundary(n, hk_map_get(n))))
+    hk_corrupted(b);
+  return n;
+}
+
+/* The hardened build's canary in the last word of a block. */
+static inline uint64_t hk_canary(const void *p) { return hk_fast.link_key ^ ((uintptr_t)p * 0x9e3779b97f4a7c15ull); }
+static inline uint64_t *hk_canary_at(void *p, uintptr_t cls) {
+  return (uint64_t *)((uint8_t *)p + hk_classes[cls].size - HK_CANARY);
+}
+
+/* A block goes to the program: no longer marked free; in the hardened build,
+ * with its canary. */
+static inline __attribute__((always_inline)) void hk_block_out(void *p, unsigned cls) {
+  ((uint64_t *)p)[1] = 0;
+  if (HAK_HARDENED) *hk_canary_at(p, cls) = hk_canary(p);
+}
 
 /* A block of class cls from the thread's cache, or NULL if it has none. */
 static inline __attribute__((always_inline)) void *hk_tcache_pop(unsigned cls) {
   hk_tcache_t *tc = &hk_tc;
   void *p = tc->head[cls];
   if (hk_likely(p != NULL)) {
-    tc->head[cls] = *(void **)p;
-    ((uint64_t *)p)[1] = 0;  /* no longer free */
+    tc->head[cls] = hk_next(p);
+    hk_block_out(p, cls);
     tc->room[cls]++;
   }
   return p;
 }
 
 static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
-  if (hk_likely(size <= HK_TABLE_MAX)) {
+  if (hk_likely(size <= HK_TABLE_MAX - HK_CANARY)) {
     /* class 0 until the process is set up: its list stays empty */
-    void *p = hk_tcache_pop(hk_class_table[(size + 15) >> 4]);
+    void *p = hk_tcache_pop(hk_class_table[(size + HK_CANARY + 15) >> 4]);
     if (hk_likely(p != NULL)) return p;
   }
   return hk_malloc_slow(size);
@@ -157,10 +201,10 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
     /* rejects entries that are not a class too (0 for NULL and foreign memory, huge) */
     if (hk_likely(hk_on_boundary(p, cls))) {
       uint64_t key = hk_fast.free_key;
-      if (hk_likely(((uint64_t *)p)[1] != key)) {
+      if (hk_likely(((uint64_t *)p)[1] != key && (!HAK_HARDENED || *hk_canary_at(p, cls) == hk_canary(p)))) {
         hk_tcache_t *tc = &hk_tc;
         ((uint64_t *)p)[1] = key;
-        *(void **)p = tc->head[cls];
+        hk_set_next(p, tc->head[cls]);
         tc->head[cls] = p;
         if (hk_unlikely(--tc->room[cls] < 0)) hk_free_overflow(p);
         return;
@@ -173,6 +217,10 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define HK_SS_SHIFT 22                          /* SuperSlab: 4 MiB, aligned to its size */
 #define HK_SS_SIZE ((size_t)1 << HK_SS_SHIFT)
 #define HK_SS_UNITS (HK_SS_SIZE / HK_UNIT_SIZE) /* 64 units; unit 0 holds the header */
+/* Units never given to slabs: the header; in the hardened build also the
+ * last unit, mapped inaccessible, so that an overrun off the end of one
+ * SuperSlab faults before it reaches the next. */
+#define HK_SS_RESERVED (HAK_HARDENED ? 1ull | 1ull << 63 : 1ull)
 #define HK_TRANSFER_SLOTS 8                     /* batches parked per class in the central cache */
 #define HK_TRANSFER_SLOTS_LEAN 2                /* ... in lean mode */
 #define HK_LARGE_MIN ((size_t)32 * 1024)        /* classes above: one block per slab */
@@ -235,15 +283,6 @@ static inline bool hk_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 /* ---- size classes (size_class.c) ------------------------------------------
  * 16..256 B in steps of 16, then 8 classes per doubling up to 1 MiB: at most
  * 12.5 % of a block is lost to rounding (about 6 % on average). */
-typedef struct hk_class_info {
-  uint32_t size;           /* block size */
-  uint16_t capacity;       /* blocks in one slab */
-  uint8_t units;           /* 64 KiB units one slab spans */
-  int16_t cap;             /* thread cache capacity (blocks) */
-  uint16_t batch;          /* blocks moved from the central cache per refill */
-} hk_class_info_t;
-
-extern hk_class_info_t hk_classes[HK_NCLASS + 1] HK_HIDDEN;
 HK_HIDDEN void hk_size_classes_init(void);
 
 /* Class of a size 1..HK_CLASS_MAX, by arithmetic (the table serves the fast path). */
@@ -342,6 +381,7 @@ HK_HIDDEN size_t hk_os_page_size(void);
 HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, committed as touched */
 HK_HIDDEN void hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says */
 HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */
+HK_HIDDEN void hk_os_protect(void *p, size_t size, bool access);  /* guard pages: access or not */
 HK_HIDDEN uint64_t hk_os_now_ms(void);
 HK_HIDDEN unsigned hk_os_cpus(void);  /* CPUs the process may run on */
 

@@ -88,6 +88,10 @@ void hk_os_decommit(void *p, size_t size) {
   madvise(p, size, hk_opt.decommit == HK_DECOMMIT_FREE ? MADV_FREE : MADV_DONTNEED);
 }
 
+void hk_os_protect(void *p, size_t size, bool access) {
+  mprotect(p, size, access ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
+
 /* Asks for transparent huge pages in [p, p + size). */
 void hk_os_advise_huge(void *p, size_t size) {
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);

@@ -36,15 +36,27 @@ void hk_misuse(const char *call, const void *p, uintptr_t cls) {
   size_t size = 0;
   bool live = false;
   if (cls - 1 < HK_NCLASS) {
-    size = hk_classes[cls].size;
+    size = hk_classes[cls].size - HK_CANARY;
     live = !hk_on_boundary(p, cls);
-  } else if (!(size = hk_superslab_block_of(p, &live))) {
+    if (HAK_HARDENED && !live && ((const uint64_t *)p)[1] != hk_fast.free_key) {
+      hk_message("hakmem: %s of %p: the block was overrun, its canary is overwritten (block size %zu)\n", call, p,
+                 size);
+      abort();
+    }
+  } else if ((size = hk_superslab_block_of(p, &live))) {
+    size -= HK_CANARY;
+  } else {
     size = hk_huge_block_of(p, &live);
   }
   if (!size) hk_message("hakmem: %s of invalid pointer %p (not a block hakmem handed out)\n", call, p);
   else if (live) hk_message("hakmem: %s of %p, inside a block (block size %zu)\n", call, p, size);
   else if (!strcmp(call, "free")) hk_message("hakmem: double free of %p (block size %zu)\n", p, size);
   else hk_message("hakmem: %s of %p, a block already freed (block size %zu)\n", call, p, size);
+  abort();
+}
+
+void hk_corrupted(const void *b) {
+  hk_message("hakmem: corrupted free list at %p (a write to a freed block, or an overrun into it)\n", b);
   abort();
 }
 

@@ -64,7 +64,8 @@ static hk_superslab_t *superslab_map(hk_arena_t *a) {
     hk_os_unmap(ss, HK_SS_SIZE);
     return NULL;
   }
-  ss->used = 1;  /* unit 0: this header; fresh mappings are zero otherwise */
+  ss->used = HK_SS_RESERVED;  /* fresh mappings are zero otherwise */
+  if (HAK_HARDENED) hk_os_protect((uint8_t *)ss + HK_SS_SIZE - HK_UNIT_SIZE, HK_UNIT_SIZE, false);
   ss->arena = (uint8_t)(a - arenas);
   hk_class_map_set(ss, 1, HK_MAP_SUPERSLAB);
   return ss;
@@ -88,7 +89,7 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit) {
     if (!ss) return NULL;
     *unit = hk_find_run(~ss->used, 0, units, ~0ull, &cold);
     hk_list_push(&a->partial, ss);
-  } else if (ss->used == 1) {
+  } else if (ss->used == HK_SS_RESERVED) {
     hk_list_remove(&a->empty, ss);
     a->nempty--;
     hk_list_push(&a->partial, ss);
@@ -144,7 +145,7 @@ static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab) {
     hk_purge_resident_add((ptrdiff_t)units_bytes(bits));
   }
   if (was_full) hk_list_push(&a->partial, ss);
-  if (ss->used == 1) {
+  if (ss->used == HK_SS_RESERVED) {
     hk_list_remove(&a->partial, ss);
     hk_list_push(&a->empty, ss);
     a->nempty++;
@@ -165,7 +166,7 @@ void *hk_large_take(unsigned cls) {
   hk_slab_t *s = hk_slab_new(cls);
   if (!s) return NULL;
   s->carved = 1;
-  *(void **)s->start = NULL;
+  hk_set_next(s->start, NULL);
   return s->start;
 }
 
@@ -175,7 +176,7 @@ void hk_large_release(unsigned cls, void *chain) {
   hk_arena_t *locked = NULL;
   while (chain) {
     void *b = chain;
-    chain = *(void **)b;
+    chain = hk_next(b);
     hk_slab_t *s = hk_slab_of(b);
     if (hk_unlikely(s->cls != cls || b != s->start)) hk_fatal("free(): invalid pointer", b);
     hk_arena_t *a = arena_of(s);

@@ -27,8 +27,8 @@ static void *alloc_uncached(unsigned cls) {
     errno = ENOMEM;
     return NULL;
   }
-  if (n > 1) hk_central_put(cls, *(void **)chain, n - 1);
-  ((uint64_t *)chain)[1] = 0;  /* no longer free */
+  if (n > 1) hk_central_put(cls, hk_next(chain), n - 1);
+  hk_block_out(chain, cls);
   return chain;
 }
 
@@ -47,9 +47,9 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
     errno = ENOMEM;
     return NULL;
   }
-  tc->head[cls] = *(void **)chain;
+  tc->head[cls] = hk_next(chain);
   tc->room[cls] = (int16_t)(tc->room[cls] - (int)(n - 1));
-  ((uint64_t *)chain)[1] = 0;  /* no longer free */
+  hk_block_out(chain, cls);
   return chain;
 }
 
@@ -61,8 +61,8 @@ static void tcache_fill(hk_tcache_t *tc, unsigned cls, unsigned n) {
     unsigned got = hk_central_take(cls, n, &chain);
     if (got == 0) return;
     void *last = chain;
-    for (unsigned i = 1; i < got; i++) last = *(void **)last;
-    *(void **)last = tc->head[cls];
+    for (unsigned i = 1; i < got; i++) last = hk_next(last);
+    hk_set_next(last, tc->head[cls]);
     tc->head[cls] = chain;
     tc->room[cls] = (int16_t)(tc->room[cls] - (int)got);
     n -= hk_min(got, n);
@@ -75,9 +75,9 @@ void *hk_malloc_class(unsigned cls) {
 }
 
 void *hk_malloc_slow(size_t size) {
-  if (hk_unlikely(size > HK_CLASS_MAX)) return hk_huge_alloc(size, 16, false);
+  if (hk_unlikely(size > HK_SMALL_MAX)) return hk_huge_alloc(size, 16, false);
   hk_process_init();
-  return hk_malloc_class(hk_size_to_class(size));
+  return hk_malloc_class(hk_size_to_class(size + HK_CANARY));
 }
 
 static atomic_uint live_threads;  /* threads with an active cache */
@@ -141,9 +141,9 @@ void hk_free_overflow(void *p) {
     tcache_drain(tc, cls, cap);
   } else {
     void *last = tc->head[cls];
-    for (unsigned i = 1; i < keep; i++) last = *(void **)last;
-    void *chain = *(void **)last;
-    *(void **)last = NULL;
+    for (unsigned i = 1; i < keep; i++) last = hk_next(last);
+    void *chain = hk_next(last);
+    hk_set_next(last, NULL);
     tc->room[cls] = (int16_t)(cap - (int)keep);
     hk_central_put(cls, chain, count - keep);
   }

@@ -72,9 +72,9 @@ expect 0 "$work/lib/hakmem" cat /proc/self/maps
 grep -q 'libhakmem\.so' "$work/out" || fail "copied beside a library did not preload it"
 expect 127 "$work/lib/hakmem" --hardened touch "$work/ran"
 [ ! -e "$work/ran" ] || fail "--hardened without the hardened build ran the command"
-grep -q 'libhakmem-hardened\.so does not exist' "$work/err" || fail "--hardened said \"$(cat "$work/err")\""
-cp "$HAKMEM_LIB" "$work/lib/libhakmem-hardened.so"
+grep -q 'libhakmem-hardened\.so\.0 does not exist' "$work/err" || fail "--hardened said \"$(cat "$work/err")\""
+ln -s "$(cd "$build" && pwd -P)/libhakmem-hardened.so.0" "$work/lib/libhakmem-hardened.so.0"
 expect 0 "$work/lib/hakmem" --hardened cat /proc/self/maps
-grep -q 'libhakmem-hardened\.so' "$work/out" || fail "--hardened did not preload libhakmem-hardened.so"
+grep -q 'libhakmem-hardened\.so' "$work/out" || fail "--hardened did not preload libhakmem-hardened.so.0"
 
 echo "launcher $version: preload, LD_PRELOAD kept, options, --hardened, bad usage"
