@@ -5,6 +5,7 @@
 #
 #   VARIANT=fast      the default: no statistics counters on the fast paths
 #   VARIANT=standard  the same with consistency checks in the slow paths
+#   VARIANT=observe   standard + counters on the fast paths (the front metrics' hits)
 #   VARIANT=hardened  standard + encoded free lists, canaries, guard pages,
 #                     random allocation order: libhakmem-hardened.so (`make`
 #                     builds it beside the default)
@@ -24,9 +25,10 @@ BUILD   ?= build
 
 VARIANT_DEF_fast     := -DHAK_VARIANT=1
 VARIANT_DEF_standard := -DHAK_VARIANT=2
+VARIANT_DEF_observe  := -DHAK_VARIANT=3
 VARIANT_DEF_hardened := -DHAK_VARIANT=4
 ifeq ($(VARIANT_DEF_$(VARIANT)),)
-$(error VARIANT must be fast, standard or hardened)
+$(error VARIANT must be fast, standard, observe or hardened)
 endif
 LIBNAME := $(if $(filter hardened,$(VARIANT)),libhakmem-hardened,libhakmem)
 
@@ -68,7 +70,7 @@ LIBSO_LINK := $(BUILD)/$(SONAME)
 LIBSO      := $(BUILD)/$(LIBNAME).so
 LIBA       := $(BUILD)/$(LIBNAME).a
 
-.PHONY: all lib hardened clean test bench readme-options FORCE
+.PHONY: all lib hardened pgo clean test bench readme-options FORCE
 .DEFAULT_GOAL := all
 all: lib hardened launcher
 lib: $(LIBSO) $(LIBSO_LINK) $(LIBA)
@@ -101,6 +103,22 @@ $(LIBSO) $(LIBSO_LINK): $(LIBSO_FILE)
 $(LIBA): $(LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $(LIB_OBJS)
+
+# Profile-guided build: $(BUILD)/pgo/libhakmem.so, trained on the benchmark
+# families (the same objects are built instrumented, run, then built again
+# with the profile).
+PGO_DIR := $(BUILD)/pgo
+PGO_TRAINING := "random_mixed 2000000 400 1" "random_mixed 1000000 4000 2 16 1040" \
+  "random_mixed 1000000 400 3 1 4096" "fixed_size 64 2000000" "tiny_hot 16 100 20000" \
+  "patterns all 500 500 1" "mixed_large 50000 500 1" "larson 2 0.3 1000 1" \
+  "thread_churn 4 4 20000 1000 1" "prodcons 500000 1024 1" "big_blocks 20 8 1 1048576 16777216"
+pgo: bench-programs
+	rm -rf $(PGO_DIR)
+	$(MAKE) --no-print-directory BUILD=$(PGO_DIR) EXTRA_CFLAGS="-fprofile-generate -fprofile-update=atomic" lib
+	for run in $(PGO_TRAINING); do \
+	  LD_PRELOAD=$(abspath $(PGO_DIR))/libhakmem.so $(BUILD)/bench/$$run > /dev/null || exit 1; done
+	$(MAKE) --no-print-directory BUILD=$(PGO_DIR) \
+	  EXTRA_CFLAGS="-fprofile-use -fprofile-partial-training -Wno-missing-profile" lib
 
 # The README's option list, generated from the library's table of options.
 $(BUILD)/options_doc: scripts/options_doc.c $(LIBA)

@@ -50,8 +50,8 @@ size_t hak_malloc_usable_size(const void *p);
 /* Hands the calling thread's cached free blocks back to the shared pool. The
  * thread can go on allocating; threads do this by themselves when they exit. */
 void hak_thread_flush(void);
-/* malloc_trim: hak_thread_flush, then every free 64 KiB unit is returned to
- * the OS now instead of after HAKMEM_PURGE_DELAY_MS.  Returns 1. */
+/* malloc_trim: hak_thread_flush, then everything free is given back to the OS
+ * now rather than on the purge schedule.  1 if any memory was, else 0. */
 int hak_malloc_trim(size_t pad);
 
 /* Counters of the calls hakmem made to the OS since start-up. */
@@ -65,8 +65,54 @@ typedef struct hak_os_stats {
 } hak_os_stats_t;
 void hak_os_stats(hak_os_stats_t *out);
 
-/* Writes hakmem's statistics, human-readable, to stderr. */
-void hak_stats_print(void);
+/* ---- statistics -------------------------------------------------------------
+ * hak_stats_get fills a snapshot without stopping the threads: each figure
+ * was true at some moment of the call (other threads' caches are read as
+ * they are), and the call takes each lock it needs briefly, one at a time:
+ * cheap enough to call once a second from a monitoring thread. */
+#define HAK_NCLASSES 112
+
+typedef struct hak_class_stats {
+  size_t block_size;              /* bytes a block of the class can hold */
+  size_t in_use;                  /* blocks the program holds */
+  size_t thread_cached;           /* blocks in thread caches */
+  size_t central_cached;          /* blocks parked in the central cache or free in their slabs */
+  size_t slabs;                   /* slabs of the class */
+  /* traffic (HAKMEM_TINY_FRONT_METRICS), since start-up: */
+  unsigned long long hits;        /* mallocs a thread cache served (observe build; 0 otherwise) */
+  unsigned long long misses;      /* mallocs that found the thread's list empty */
+  unsigned long long overflows;   /* frees that found it full */
+  unsigned long long moved;       /* blocks moved between thread caches and the central cache */
+  unsigned long long parked_hits; /* refills served whole by a parked batch */
+  unsigned long long from_other_threads;  /* blocks received in batches another thread parked */
+  unsigned long long slabs_made;  /* slabs ever made */
+} hak_class_stats_t;
+
+typedef struct hak_stats {
+  size_t in_use_bytes;            /* in blocks the program holds, huge ones included */
+  size_t peak_in_use_bytes;       /* the most bytes ever out of the central caches (in use plus in
+                                     thread caches), tracked on the slow paths: an upper bound */
+  size_t thread_cached_bytes;     /* in blocks in thread caches */
+  size_t central_cached_bytes;    /* in blocks parked in the central caches or free in slabs */
+  size_t huge_blocks;             /* blocks above 1 MiB in use */
+  size_t huge_bytes;              /* and their bytes */
+  size_t committed_bytes;         /* SuperSlab units and huge granules in use, or free and resident */
+  size_t free_resident_bytes;     /* of which free, waiting for the purge schedule */
+  size_t mapped_bytes;            /* address space hakmem has mapped */
+  size_t peak_mapped_bytes;
+  size_t resident_bytes;          /* the process's resident set, from the OS */
+  unsigned long long mmap_calls, munmap_calls, madvise_calls, mremap_calls;
+  unsigned threads;               /* threads with a cache */
+  unsigned nclasses;              /* HAK_NCLASSES */
+  hak_class_stats_t classes[HAK_NCLASSES];  /* classes[i]: class i + 1 */
+} hak_stats_t;
+void hak_stats_get(hak_stats_t *out);
+
+/* Writes the statistics as text (hak_stats_print) or as one JSON object
+ * (hak_stats_json) through out(text, arg), a piece at a time; out NULL:
+ * to stderr.  Neither allocates. */
+void hak_stats_print(void (*out)(const char *text, void *arg), void *arg);
+void hak_stats_json(void (*out)(const char *text, void *arg), void *arg);
 
 #ifdef __cplusplus
 }

@@ -107,6 +107,7 @@ TESTS = [
     linked("static", "hak_api"),
     linked("static", "hak_threads"),
     linked("static", "prewarm"),
+    linked("static", "stats"),
     # The `standard` variant, with its consistency checks.
     linked("standard", "integrity"),
     linked("standard", "threads"),

@@ -11,6 +11,7 @@
 typedef struct hk_batch {
   void *head;
   unsigned count;
+  const void *owner;       /* the thread cache that parked it */
 } hk_batch_t;
 
 typedef struct hk_central {
@@ -20,9 +21,14 @@ typedef struct hk_central {
   bool active;             /* taken from or given to since the last purge tick */
   unsigned ntransfer;
   hk_batch_t transfer[HK_TRANSFER_SLOTS];
+  hk_class_counts_t counts;  /* statistics (large classes: in large_counts) */
 } __attribute__((aligned(HK_CACHELINE))) hk_central_t;
 
 static hk_central_t central[HK_NCLASS + 1] = {[0 ... HK_NCLASS] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+/* Large classes have no lock of their own: their slab counts are atomic. */
+static struct {
+  atomic_size_t slabs, slabs_made;
+} large_counts[HK_NCLASS + 1];
 
 static bool slab_is_full(const hk_slab_t *s) { return s->free == NULL && s->carved == s->capacity; }
 static bool slab_is_empty(const hk_slab_t *s) { return s->nfree == s->carved; }
@@ -68,6 +74,7 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
     n++;
   }
   s->nfree = (uint16_t)(s->nfree - n);
+  central[s->cls].counts.slab_free -= n;
   /* Fresh blocks: at most a page's worth per refill, so memory is touched only
    * as a class really uses it. */
   unsigned page_blocks = hk_max(4096u / s->block_size, 1u);
@@ -82,18 +89,24 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
   return n;
 }
 
-unsigned hk_central_take(unsigned cls, unsigned want, void **chain) {
+unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker) {
+  *parker = NULL;
   if (hk_class_is_large(cls)) {
     *chain = hk_large_take(cls);
-    return *chain != NULL;
+    if (!*chain) return 0;
+    atomic_fetch_add_explicit(&large_counts[cls].slabs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&large_counts[cls].slabs_made, 1, memory_order_relaxed);
+    return 1;
   }
   hk_central_t *c = &central[cls];
   pthread_mutex_lock(&c->lock);
   c->active = true;
   if (c->ntransfer) {
     hk_batch_t b = c->transfer[--c->ntransfer];
+    c->counts.parked -= b.count;
     pthread_mutex_unlock(&c->lock);
     *chain = b.head;
+    *parker = b.owner;
     return b.count;
   }
   void *head = NULL;
@@ -105,15 +118,26 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain) {
       if (!s) break;
       hk_list_push(&c->partial, s);
       c->nempty++;
+      c->counts.slabs++;
+      c->counts.slabs_made++;
     }
     if (slab_is_empty(s)) c->nempty--;
-    n += slab_take(s, want - n, &head);
+    unsigned got = slab_take(s, want - n, &head);
+    c->counts.out += got;
+    n += got;
     if (slab_is_full(s)) hk_list_remove(&c->partial, s);
     else if (!s->free) break;  /* stopped at its page of fresh blocks: enough for now */
   }
   pthread_mutex_unlock(&c->lock);
   *chain = head;
   return n;
+}
+
+/* Gives an empty slab back to its SuperSlab. */
+static void release(hk_central_t *c, hk_slab_t *s) {
+  c->counts.slab_free -= s->nfree;
+  c->counts.slabs--;
+  hk_slab_release(s);
 }
 
 /* Returns one block to its slab; a slab whose blocks are all home is given
@@ -128,12 +152,14 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b, bool keep) {
   hk_set_next(b, s->free);
   s->free = b;
   s->nfree++;
+  c->counts.out--;
+  c->counts.slab_free++;
   if (slab_is_empty(s)) {
     if (c->nempty == 0 && keep) {
       c->nempty = 1;
     } else {
       hk_list_remove(&c->partial, s);
-      hk_slab_release(s);
+      release(c, s);
     }
   }
 }
@@ -146,9 +172,10 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
   }
 }
 
-void hk_central_put(unsigned cls, void *chain, unsigned count) {
+void hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner) {
   if (hk_class_is_large(cls)) {
     hk_large_release(cls, chain);
+    atomic_fetch_sub_explicit(&large_counts[cls].slabs, count, memory_order_relaxed);
     return;
   }
   hk_central_t *c = &central[cls];
@@ -156,7 +183,8 @@ void hk_central_put(unsigned cls, void *chain, unsigned count) {
   c->active = true;
   /* Each parked block keeps its slab resident: lean mode parks fewer. */
   if (c->ntransfer < (hk_opt.mem_lean ? HK_TRANSFER_SLOTS_LEAN : HK_TRANSFER_SLOTS)) {
-    c->transfer[c->ntransfer++] = (hk_batch_t){chain, count};
+    c->transfer[c->ntransfer++] = (hk_batch_t){chain, count, owner};
+    c->counts.parked += count;
     pthread_mutex_unlock(&c->lock);
     hk_purge_note();  /* parked blocks go home if the class goes idle */
     return;
@@ -178,17 +206,30 @@ void hk_central_purge(int mode) {
       pending |= c->ntransfer || c->nempty;
     } else if (c->ntransfer || c->nempty) {
       while (c->ntransfer) put_chain(c, cls, c->transfer[--c->ntransfer].head, false);
+      c->counts.parked = 0;
       for (hk_slab_t *s = c->partial, *next; s && c->nempty; s = next) {
         next = s->next;
         if (!slab_is_empty(s)) continue;
         hk_list_remove(&c->partial, s);
-        hk_slab_release(s);
+        release(c, s);
         c->nempty--;
       }
     }
     pthread_mutex_unlock(&c->lock);
   }
   if (pending) hk_purge_note();
+}
+
+void hk_central_counts(unsigned cls, hk_class_counts_t *out) {
+  if (hk_class_is_large(cls)) {
+    size_t slabs = atomic_load_explicit(&large_counts[cls].slabs, memory_order_relaxed);
+    *out = (hk_class_counts_t){.out = slabs, .slabs = slabs,
+                               .slabs_made = atomic_load_explicit(&large_counts[cls].slabs_made, memory_order_relaxed)};
+    return;
+  }
+  pthread_mutex_lock(&central[cls].lock);
+  *out = central[cls].counts;
+  pthread_mutex_unlock(&central[cls].lock);
 }
 
 void hk_central_fork_lock(void) {

@@ -44,6 +44,7 @@ static pthread_mutex_t huge_lock = PTHREAD_MUTEX_INITIALIZER;
 static hk_region_t *regions;       /* shared regions */
 static hk_region_t *jumbo_cache;   /* freed jumbo regions, newest first */
 static unsigned jumbo_cached;
+static size_t live_blocks, live_bytes;  /* blocks in use and the bytes of their granules */
 
 static uint64_t granules_mask(unsigned g, unsigned n) { return ((1ull << n) - 1) << g; }
 static size_t granules(size_t size) { return (size + HK_GRANULE - 1) >> HK_GRANULE_SHIFT; }
@@ -274,6 +275,9 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   if (p) {
     mark(p, HK_MAP_HUGE);
     guard(region_of(p), p, true);
+    live_blocks++;
+    live_bytes += block_bytes(region_of(p), p);
+    hk_stats_out((ptrdiff_t)block_bytes(region_of(p), p));
   }
   pthread_mutex_unlock(&huge_lock);
   hk_purge_poll();
@@ -309,6 +313,9 @@ void hk_huge_free(void *p) {
     hk_misuse("free", p, HK_MAP_HUGE);
   }
   guard(r, p, false);
+  live_blocks--;
+  live_bytes -= block_bytes(r, p);
+  hk_stats_out(-(ptrdiff_t)block_bytes(r, p));
   free_locked(r, p);
   pthread_mutex_unlock(&huge_lock);
   hk_purge_poll();
@@ -394,20 +401,23 @@ void *hk_huge_realloc(void *p, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  size_t old_size = block_bytes(r, p) - HK_GUARD;
+  size_t old_bytes = block_bytes(r, p), old_size = old_bytes - HK_GUARD;
   guard(r, p, false);
-  if (r->offset) {
-    void *q = jumbo_resize(r, size + HK_GUARD);
-    guard(q ? region_of(q) : r, q ? q : p, true);
-    pthread_mutex_unlock(&huge_lock);
-    if (!q) errno = ENOMEM;
-    return q;
+  void *q = r->offset ? jumbo_resize(r, size + HK_GUARD) : shared_resize(r, p, size + HK_GUARD) ? p : NULL;
+  hk_region_t *now = q ? region_of(q) : r;
+  guard(now, q ? q : p, true);
+  if (q) {  /* resized where it was, or its pages moved: the same block */
+    size_t bytes = block_bytes(now, q);
+    live_bytes += bytes - old_bytes;
+    hk_stats_out((ptrdiff_t)bytes - (ptrdiff_t)old_bytes);
   }
-  bool in_place = shared_resize(r, p, size + HK_GUARD);
-  guard(r, p, true);
   pthread_mutex_unlock(&huge_lock);
-  if (in_place) return p;
-  void *q = hk_huge_alloc(size, 16, false);  /* moves out of its region: a copy */
+  if (q) return q;
+  if (r->offset) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  q = hk_huge_alloc(size, 16, false);  /* moves out of its region: a copy */
   if (!q) return NULL;
   memcpy(q, p, hk_min(old_size, size));
   hk_huge_free(p);
@@ -464,6 +474,20 @@ size_t hk_huge_purge(int mode, size_t want) {
   }
   pthread_mutex_unlock(&huge_lock);
   if (pending) hk_purge_note();
+  return bytes;
+}
+
+void hk_huge_counts(size_t *blocks, size_t *bytes) {
+  pthread_mutex_lock(&huge_lock);
+  *blocks = live_blocks;
+  *bytes = live_bytes - live_blocks * HK_GUARD;
+  pthread_mutex_unlock(&huge_lock);
+}
+
+size_t hk_huge_used_bytes(void) {
+  pthread_mutex_lock(&huge_lock);
+  size_t bytes = live_bytes;
+  pthread_mutex_unlock(&huge_lock);
   return bytes;
 }
 

@@ -21,10 +21,11 @@ static uint64_t random_key(void) {
 pthread_key_t hk_thread_key;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Lock order: the purger's and the tick's, a class's central lock, an
+/* Lock order: the purger's and the tick's, the thread-cache registry, a class's central lock, an
  * arena's, the huge blocks', the class map's. */
 static void fork_prepare(void) {
   hk_purge_fork_lock();
+  hk_tcache_fork_lock();
   hk_central_fork_lock();
   hk_superslab_fork_lock();
   hk_huge_fork_lock();
@@ -35,6 +36,7 @@ static void fork_after(bool child) {
   hk_huge_fork_unlock(child);
   hk_superslab_fork_unlock(child);
   hk_central_fork_unlock(child);
+  hk_tcache_fork_unlock(child);
   hk_purge_fork_unlock(child);
 }
 static void fork_parent(void) { fork_after(false); }
@@ -64,5 +66,5 @@ void hk_process_init_slow(void) {
 __attribute__((constructor)) static void hk_load(void) { hk_process_init(); }
 
 __attribute__((destructor)) static void hk_unload(void) {
-  if (hk_opt.os_stats) hk_os_stats_print();
+  hk_stats_at_exit();
 }

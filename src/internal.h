@@ -83,6 +83,18 @@
 
 enum { HK_TC_UNINIT = 0, HK_TC_ACTIVE = 1, HK_TC_DEAD = 2 };
 
+/* A class's traffic through a thread cache (HAKMEM_TINY_FRONT_METRICS),
+ * counted on the slow paths but for `hits`, which only the observe build
+ * counts, on malloc's fast path. */
+typedef struct hk_front {
+  uint64_t hits;         /* mallocs the list served (observe build) */
+  uint64_t misses;       /* mallocs that found it empty: refills */
+  uint64_t overflows;    /* frees that found it full: flushes */
+  uint64_t moved;        /* blocks taken from and given to the central cache */
+  uint64_t parked_hits;  /* refills a parked batch served whole */
+  uint64_t from_others;  /* blocks got in batches another thread parked */
+} hk_front_t;
+
 typedef struct hk_tcache {
   void *head[HK_NCLASS + 1];    /* free blocks per class; head[0] stays NULL */
   int16_t room[HK_NCLASS + 1];  /* capacity - length; free overflows below 0 */
@@ -94,6 +106,8 @@ typedef struct hk_tcache {
                                         doubles back (up to hk_classes[].cap) when it runs dry */
   uint8_t overflows[HK_NCLASS + 1];  /* overflows since the list last ran dry */
   uint8_t early_frees;               /* frees before the first malloc (see hk_free_overflow) */
+  struct hk_tcache *next, *prev;     /* the registry of live caches (tcache.c) */
+  hk_front_t front[HK_NCLASS + 1];
 } hk_tcache_t;
 #define HK_TCACHE_MIN_CAP 8      /* what a list shrinks to at most */
 #define HK_FREES_BEFORE_CACHE 32 /* frees a thread makes before its first malloc without a cache */
@@ -182,6 +196,7 @@ static inline __attribute__((always_inline)) void *hk_tcache_pop(unsigned cls) {
     tc->head[cls] = hk_next(p);
     hk_block_out(p, cls);
     tc->room[cls]++;
+    if (HAK_OBSERVE) tc->front[cls].hits++;
   }
   return p;
 }
@@ -338,6 +353,7 @@ HK_HIDDEN void hk_large_release(unsigned cls, void *chain);
 /* The size of the block of the SuperSlab (huge region) holding p, live or
  * freed, and whether it is live; 0 if p is not where a block started. */
 HK_HIDDEN size_t hk_superslab_block_of(const void *p, bool *live);
+HK_HIDDEN size_t hk_superslab_used_bytes(void);  /* of units given to slabs */
 HK_HIDDEN size_t hk_superslab_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
 HK_HIDDEN void hk_superslab_fork_lock(void);
 HK_HIDDEN void hk_superslab_fork_unlock(bool child);
@@ -351,8 +367,18 @@ HK_HIDDEN void hk_class_map_fork_lock(void);
 HK_HIDDEN void hk_class_map_fork_unlock(bool child);
 
 /* ---- central cache (central.c): per class, behind one lock ------------------ */
-HK_HIDDEN unsigned hk_central_take(unsigned cls, unsigned want, void **chain);
-HK_HIDDEN void hk_central_put(unsigned cls, void *chain, unsigned count);
+/* Takes up to `want` blocks (a parked batch may be more) onto *chain;
+ * *parker is the thread cache that parked them, NULL if they come from slabs. */
+HK_HIDDEN unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker);
+/* Gives back a chain of `count` blocks; `owner` is the giving thread cache. */
+HK_HIDDEN void hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner);
+typedef struct hk_class_counts {  /* a class's figures in the central cache */
+  size_t out;                     /* blocks handed out of slabs: in use, or in thread caches, or parked */
+  size_t parked;                  /* blocks in parked batches */
+  size_t slab_free;               /* blocks back on their slabs' free lists */
+  size_t slabs, slabs_made;       /* slabs now, and ever made */
+} hk_class_counts_t;
+HK_HIDDEN void hk_central_counts(unsigned cls, hk_class_counts_t *out);
 HK_HIDDEN void hk_central_purge(int mode);  /* parked batches and empty slabs back to the SuperSlabs */
 HK_HIDDEN void hk_central_fork_lock(void);
 HK_HIDDEN void hk_central_fork_unlock(bool child);
@@ -362,6 +388,10 @@ HK_HIDDEN void *hk_malloc_class(unsigned cls);
 HK_HIDDEN void hk_thread_init(hk_tcache_t *tc);
 HK_HIDDEN void hk_tcache_flush(hk_tcache_t *tc);
 HK_HIDDEN void hk_thread_exit(void *arg);
+HK_HIDDEN void hk_front_add(hk_front_t *sum, const hk_front_t *f);
+HK_HIDDEN void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads);
+HK_HIDDEN void hk_tcache_fork_lock(void);
+HK_HIDDEN void hk_tcache_fork_unlock(bool child);
 
 /* ---- huge blocks (huge.c): one mapping each -------------------------------- */
 HK_HIDDEN void *hk_huge_alloc(size_t size, size_t alignment, bool zero);
@@ -369,6 +399,8 @@ HK_HIDDEN void hk_huge_free(void *p);
 HK_HIDDEN void *hk_huge_realloc(void *p, size_t size);
 HK_HIDDEN size_t hk_huge_usable_size(const void *p);  /* 0 if p is not a huge block */
 HK_HIDDEN size_t hk_huge_block_of(const void *p, bool *live);
+HK_HIDDEN void hk_huge_counts(size_t *blocks, size_t *bytes);  /* in use, as the program sees them */
+HK_HIDDEN size_t hk_huge_used_bytes(void);                      /* of the granules in use */
 HK_HIDDEN size_t hk_huge_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
 HK_HIDDEN void hk_huge_fork_lock(void);
 HK_HIDDEN void hk_huge_fork_unlock(bool child);
@@ -400,6 +432,9 @@ typedef struct hk_options {   /* every field a size_t, written through the table
   size_t prewarm_all;         /* blocks prewarmed per class up to 2 KiB ... */
   size_t prewarm[8];          /* ... or per seeds' class C0..C7 (HK_OPT_UNSET: as prewarm_all) */
   size_t os_stats;            /* print OS-call counters at exit */
+  size_t stats;               /* print the statistics at exit */
+  size_t front_metrics;       /* print the per-class front metrics (CSV) at exit */
+  size_t front_dump;          /* ... and each thread's when it exits */
   size_t verbose;             /* print the options in force at start-up */
 } hk_options_t;
 
@@ -463,5 +498,8 @@ HK_HIDDEN __attribute__((noreturn)) void hk_fatal(const char *what, const void *
 HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse(const char *call, const void *p, uintptr_t cls);
 HK_HIDDEN void hk_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 HK_HIDDEN void hk_os_stats_print(void);
+HK_HIDDEN void hk_stats_out(ptrdiff_t bytes);  /* bytes handed out of the central caches grew/shrank */
+HK_HIDDEN void hk_front_print(const char *who, const hk_front_t *front);
+HK_HIDDEN void hk_stats_at_exit(void);
 
 #endif

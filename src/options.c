@@ -54,6 +54,12 @@ const hk_option_t hk_option_table[] = {
     {"HAKMEM_SS_OS_STATS", FIELD(os_stats), HK_OPT_BOOL, SAME(0), 1, NULL,
      "at exit, print `[SS_OS_STATS] mmap=... munmap=... madvise=... mremap=... mapped_bytes=... "
      "peak_mapped_bytes=...` on stderr"},
+    {"HAKMEM_STATS", FIELD(stats), HK_OPT_BOOL, SAME(0), 1, NULL,
+     "at exit, print the statistics (hak_stats_print) on stderr"},
+    {"HAKMEM_TINY_FRONT_METRICS", FIELD(front_metrics), HK_OPT_BOOL, SAME(0), 1, NULL,
+     "at exit, print each size class's thread-cache traffic as CSV on stderr (hits: observe build)"},
+    {"HAKMEM_TINY_FRONT_DUMP", FIELD(front_dump), HK_OPT_BOOL, SAME(0), 1, NULL,
+     "the same CSV for each thread, when it exits, and at exit"},
     {"HAKMEM_VERBOSE", FIELD(verbose), HK_OPT_BOOL, SAME(0), 1, NULL,
      "print the version, the build, the profile and every option in force at start-up"},
 };

@@ -1,63 +1,195 @@
 /* SPDX-License-Identifier: MIT */
-/* Messages, fatal errors and statistics output.  Everything is formatted on
- * the stack and written with write(2): nothing here allocates. */
+/* Statistics: hak_stats_get and its text, JSON and CSV forms, and what is
+ * printed at exit (HAKMEM_STATS, HAKMEM_TINY_FRONT_METRICS,
+ * HAKMEM_SS_OS_STATS).  Every figure is derived from counters the slow paths
+ * keep (the central caches' per-class counts, the thread caches' traffic,
+ * SuperSlab and huge-block totals) and from the thread caches read as they
+ * are: nothing is counted on the fast paths but in the observe build.
+ * Output is formatted on the stack: nothing here allocates. */
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "internal.h"
 
-void hk_message(const char *fmt, ...) {
+static atomic_size_t out_bytes, peak_out_bytes;
+
+/* Bytes out of the central caches: in use plus in thread caches. */
+void hk_stats_out(ptrdiff_t bytes) {
+  size_t now = atomic_fetch_add_explicit(&out_bytes, (size_t)bytes, memory_order_relaxed) + (size_t)bytes;
+  size_t peak = atomic_load_explicit(&peak_out_bytes, memory_order_relaxed);
+  while (bytes > 0 && now > peak &&
+         !atomic_compare_exchange_weak_explicit(&peak_out_bytes, &peak, now, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+}
+
+/* The process's resident set, read with raw system calls. */
+static size_t resident_bytes(void) {
+  char buf[128];
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+  if (fd >= 0) close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  unsigned long size, resident;
+  return sscanf(buf, "%lu %lu", &size, &resident) == 2 ? resident * hk_os_page_size() : 0;
+}
+
+static void front_into(hak_class_stats_t *cs, const hk_front_t *f) {
+  cs->hits = f->hits;
+  cs->misses = f->misses;
+  cs->overflows = f->overflows;
+  cs->moved = f->moved;
+  cs->parked_hits = f->parked_hits;
+  cs->from_other_threads = f->from_others;
+}
+
+HK_EXPORT void hak_stats_get(hak_stats_t *s) {
+  hk_process_init();
+  memset(s, 0, sizeof *s);
+  size_t cached[HK_NCLASS + 1] = {0};
+  hk_front_t front[HK_NCLASS + 1];
+  hk_tcache_survey(cached, front, &s->threads);
+  s->nclasses = HAK_NCLASSES;
+  for (unsigned c = 1; c <= HK_NCLASS; c++) {
+    hk_class_counts_t k;
+    hk_central_counts(c, &k);
+    hak_class_stats_t *cs = &s->classes[c - 1];
+    size_t size = hk_classes[c].size - HK_CANARY;
+    cs->block_size = size;
+    /* the caches were read one after the other: never below zero */
+    cs->thread_cached = hk_min(cached[c], k.out - hk_min(k.parked, k.out));
+    cs->in_use = k.out - hk_min(k.parked, k.out) - cs->thread_cached;
+    cs->central_cached = k.parked + k.slab_free;
+    cs->slabs = k.slabs;
+    cs->slabs_made = k.slabs_made;
+    front_into(cs, &front[c]);
+    s->in_use_bytes += cs->in_use * size;
+    s->thread_cached_bytes += cs->thread_cached * size;
+    s->central_cached_bytes += cs->central_cached * size;
+  }
+  hk_huge_counts(&s->huge_blocks, &s->huge_bytes);
+  s->in_use_bytes += s->huge_bytes;
+  s->peak_in_use_bytes = hk_max(atomic_load_explicit(&peak_out_bytes, memory_order_relaxed), s->in_use_bytes);
+  s->free_resident_bytes = hk_purge_resident();
+  s->committed_bytes = hk_superslab_used_bytes() + hk_huge_used_bytes() + s->free_resident_bytes;
+  hak_os_stats_t os;
+  hak_os_stats(&os);
+  s->mapped_bytes = os.mapped_bytes;
+  s->peak_mapped_bytes = os.peak_mapped_bytes;
+  s->mmap_calls = os.mmap_calls;
+  s->munmap_calls = os.munmap_calls;
+  s->madvise_calls = os.madvise_calls;
+  s->mremap_calls = os.mremap_calls;
+  s->resident_bytes = resident_bytes();
+}
+
+/* ---- output ----------------------------------------------------------------- */
+
+typedef void (*hk_out_t)(const char *text, void *arg);
+
+static void to_stderr(const char *text, void *arg) { hk_message("%s", text); }
+
+static void say(hk_out_t out, void *arg, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(hk_out_t out, void *arg, const char *fmt, ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  if (n < 0) return;
-  size_t len = hk_min((size_t)n, sizeof buf - 1);
-  for (size_t off = 0; off < len;) {
-    ssize_t w = write(STDERR_FILENO, buf + off, len - off);
-    if (w <= 0) break;
-    off += (size_t)w;
+  (out ? out : to_stderr)(buf, arg);
+}
+
+static double mib(size_t bytes) { return (double)bytes / (1 << 20); }
+
+static bool class_seen(const hak_class_stats_t *c) {
+  return c->slabs || c->slabs_made || c->misses || c->in_use || c->central_cached || c->hits;
+}
+
+HK_EXPORT void hak_stats_print(hk_out_t out, void *arg) {
+  hak_stats_t s;
+  hak_stats_get(&s);
+  say(out, arg, "%s, %u thread%s with a cache\n", hak_version_string(), s.threads, s.threads == 1 ? "" : "s");
+  say(out, arg, "in use          %10.1f MiB (peak %.1f MiB, thread caches included)\n", mib(s.in_use_bytes),
+      mib(s.peak_in_use_bytes));
+  say(out, arg, "thread caches   %10.1f MiB\ncentral caches  %10.1f MiB\n", mib(s.thread_cached_bytes),
+      mib(s.central_cached_bytes));
+  say(out, arg, "huge blocks     %10zu      (%.1f MiB)\n", s.huge_blocks, mib(s.huge_bytes));
+  say(out, arg, "committed       %10.1f MiB (%.1f MiB of it free, to be given back)\n", mib(s.committed_bytes),
+      mib(s.free_resident_bytes));
+  say(out, arg, "mapped          %10.1f MiB (peak %.1f MiB)\nresident (RSS)  %10.1f MiB\n", mib(s.mapped_bytes),
+      mib(s.peak_mapped_bytes), mib(s.resident_bytes));
+  say(out, arg, "OS calls        mmap %llu, munmap %llu, madvise %llu, mremap %llu\n", s.mmap_calls, s.munmap_calls,
+      s.madvise_calls, s.mremap_calls);
+  say(out, arg, "%5s %8s %10s %8s %8s %6s %10s %9s %9s %10s %8s %10s\n", "class", "size", "in use", "thread",
+      "central", "slabs", "hits", "misses", "overflows", "moved", "parked", "others");
+  for (unsigned i = 0; i < s.nclasses; i++) {
+    const hak_class_stats_t *c = &s.classes[i];
+    if (!class_seen(c)) continue;
+    say(out, arg, "%5u %8zu %10zu %8zu %8zu %6zu %10llu %9llu %9llu %10llu %8llu %10llu\n", i + 1, c->block_size,
+        c->in_use, c->thread_cached, c->central_cached, c->slabs, c->hits, c->misses, c->overflows, c->moved,
+        c->parked_hits, c->from_other_threads);
   }
 }
 
-void hk_fatal(const char *what, const void *p) {
-  hk_message("hakmem: %s: %p\n", what, p);
-  abort();
-}
-
-/* A call given a pointer it cannot take: says which kind of misuse in one
- * line and aborts.  cls is p's class map entry.  Slabs and huge regions keep
- * their descriptors after their blocks are freed, so a block given back to
- * its SuperSlab or region is still recognised as freed. */
-void hk_misuse(const char *call, const void *p, uintptr_t cls) {
-  size_t size = 0;
-  bool live = false;
-  if (cls - 1 < HK_NCLASS) {
-    size = hk_classes[cls].size - HK_CANARY;
-    live = !hk_on_boundary(p, cls);
-    if (HAK_HARDENED && !live && ((const uint64_t *)p)[1] != hk_fast.free_key) {
-      hk_message("hakmem: %s of %p: the block was overrun, its canary is overwritten (block size %zu)\n", call, p,
-                 size);
-      abort();
-    }
-  } else if ((size = hk_superslab_block_of(p, &live))) {
-    size -= HK_CANARY;
-  } else {
-    size = hk_huge_block_of(p, &live);
+HK_EXPORT void hak_stats_json(hk_out_t out, void *arg) {
+  hak_stats_t s;
+  hak_stats_get(&s);
+  say(out, arg,
+      "{\"version\":\"%s\",\"threads\":%u,\"in_use_bytes\":%zu,\"peak_in_use_bytes\":%zu,"
+      "\"thread_cached_bytes\":%zu,\"central_cached_bytes\":%zu,\"huge_blocks\":%zu,\"huge_bytes\":%zu,",
+      hak_version_string(), s.threads, s.in_use_bytes, s.peak_in_use_bytes, s.thread_cached_bytes,
+      s.central_cached_bytes, s.huge_blocks, s.huge_bytes);
+  say(out, arg,
+      "\"committed_bytes\":%zu,\"free_resident_bytes\":%zu,\"mapped_bytes\":%zu,\"peak_mapped_bytes\":%zu,"
+      "\"resident_bytes\":%zu,\"os_calls\":{\"mmap\":%llu,\"munmap\":%llu,\"madvise\":%llu,\"mremap\":%llu},"
+      "\"classes\":[",
+      s.committed_bytes, s.free_resident_bytes, s.mapped_bytes, s.peak_mapped_bytes, s.resident_bytes, s.mmap_calls,
+      s.munmap_calls, s.madvise_calls, s.mremap_calls);
+  for (unsigned i = 0; i < s.nclasses; i++) {
+    const hak_class_stats_t *c = &s.classes[i];
+    say(out, arg,
+        "%s{\"class\":%u,\"block_size\":%zu,\"in_use\":%zu,\"thread_cached\":%zu,\"central_cached\":%zu,"
+        "\"slabs\":%zu,\"hits\":%llu,\"misses\":%llu,\"overflows\":%llu,\"moved\":%llu,\"parked_hits\":%llu,"
+        "\"from_other_threads\":%llu,\"slabs_made\":%llu}",
+        i ? "," : "", i + 1, c->block_size, c->in_use, c->thread_cached, c->central_cached, c->slabs, c->hits,
+        c->misses, c->overflows, c->moved, c->parked_hits, c->from_other_threads, c->slabs_made);
   }
-  if (!size) hk_message("hakmem: %s of invalid pointer %p (not a block hakmem handed out)\n", call, p);
-  else if (live) hk_message("hakmem: %s of %p, inside a block (block size %zu)\n", call, p, size);
-  else if (!strcmp(call, "free")) hk_message("hakmem: double free of %p (block size %zu)\n", p, size);
-  else hk_message("hakmem: %s of %p, a block already freed (block size %zu)\n", call, p, size);
-  abort();
+  say(out, arg, "]}\n");
 }
 
-void hk_corrupted(const void *b) {
-  hk_message("hakmem: corrupted free list at %p (a write to a freed block, or an overrun into it)\n", b);
-  abort();
+/* The front metrics as CSV, one row per size class. */
+static void front_csv(const char *who, const hak_stats_t *s) {
+  hk_message("# hakmem front metrics, %s (%s)\n", who, hak_version_string());
+  hk_message("class,block_size,hits,misses,overflows,moved,parked_hits,slabs_carved,from_other_threads\n");
+  for (unsigned i = 0; i < s->nclasses; i++) {
+    const hak_class_stats_t *c = &s->classes[i];
+    char hits[24] = "";
+    if (HAK_OBSERVE) snprintf(hits, sizeof hits, "%llu", c->hits);
+    hk_message("%u,%zu,%s,%llu,%llu,%llu,%llu,%llu,%llu\n", i + 1, c->block_size, hits, c->misses, c->overflows,
+               c->moved, c->parked_hits, c->slabs_made, c->from_other_threads);
+  }
+}
+
+/* One thread's traffic, when it exits (HAKMEM_TINY_FRONT_DUMP). */
+void hk_front_print(const char *who, const hk_front_t *front) {
+  static hak_stats_t s;  /* too big for a thread's stack; threads print under one lock */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  char name[48];
+  pthread_mutex_lock(&lock);
+  memset(&s, 0, sizeof s);
+  s.nclasses = HAK_NCLASSES;
+  for (unsigned c = 1; c <= HK_NCLASS; c++) {
+    hak_class_stats_t *cs = &s.classes[c - 1];
+    cs->block_size = hk_classes[c].size - HK_CANARY;
+    front_into(cs, &front[c]);
+  }
+  snprintf(name, sizeof name, "%s %ld", who, (long)gettid());
+  front_csv(name, &s);
+  pthread_mutex_unlock(&lock);
 }
 
 void hk_os_stats_print(void) {
@@ -67,7 +199,12 @@ void hk_os_stats_print(void) {
              s.mmap_calls, s.munmap_calls, s.madvise_calls, s.mremap_calls, s.mapped_bytes, s.peak_mapped_bytes);
 }
 
-HK_EXPORT void hak_stats_print(void) {
-  hk_message("%s\n", hak_version_string());
-  hk_os_stats_print();
+void hk_stats_at_exit(void) {
+  if (hk_opt.os_stats) hk_os_stats_print();
+  if (hk_opt.stats) hak_stats_print(NULL, NULL);
+  if (hk_opt.front_metrics || hk_opt.front_dump) {
+    static hak_stats_t s;
+    hak_stats_get(&s);
+    front_csv("process", &s);
+  }
 }

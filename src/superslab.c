@@ -25,6 +25,7 @@ typedef struct hk_arena {
 
 static hk_arena_t arenas[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static atomic_uint next_arena;
+static atomic_size_t used_units;  /* units given to slabs, in all arenas */
 static unsigned narenas = 1;  /* arenas in use: one per CPU the process may run on, up to HK_ARENAS */
 
 /* More arenas than CPUs would not lessen contention, only spread free
@@ -96,6 +97,7 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit) {
   }
   uint64_t bits = units_mask((unsigned)*unit, units);
   uint64_t reused = bits & resident_free(ss);
+  atomic_fetch_add_explicit(&used_units, units, memory_order_relaxed);
   ss->used |= bits;
   ss->dirty &= ~bits;
   ss->dirty_old &= ~bits;
@@ -138,6 +140,7 @@ static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab) {
   slab->cls = 0;
   bool was_full = ss->used == ~0ull;
   ss->used &= ~bits;
+  atomic_fetch_sub_explicit(&used_units, slab->units, memory_order_relaxed);
   if (hk_opt.purge_delay_ms == 0) {
     decommit_units(ss, bits);
   } else {
@@ -188,6 +191,10 @@ void hk_large_release(unsigned cls, void *chain) {
     slab_release_locked(a, s);
   }
   if (locked) pthread_mutex_unlock(&locked->lock);
+}
+
+size_t hk_superslab_used_bytes(void) {
+  return atomic_load_explicit(&used_units, memory_order_relaxed) * HK_UNIT_SIZE;
 }
 
 size_t hk_superslab_block_of(const void *p, bool *live) {

@@ -1,8 +1,35 @@
 /* SPDX-License-Identifier: MIT */
-/* Thread caches: the slow paths behind hk_malloc_fast / hk_free_fast. */
+/* Thread caches: the slow paths behind hk_malloc_fast / hk_free_fast, and
+ * the registry of live caches that statistics read. */
+#include <string.h>
 #include "internal.h"
 
 __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec")));
+
+/* The caches of live threads, for statistics, and the counters of the
+ * threads that have exited. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static hk_tcache_t *registry;
+static hk_front_t exited[HK_NCLASS + 1];
+
+/* Gives `count` blocks of a chain to the central cache. */
+static void give(hk_tcache_t *tc, unsigned cls, void *chain, unsigned count) {
+  tc->front[cls].moved += count;
+  hk_stats_out(-(ptrdiff_t)((size_t)count * hk_classes[cls].size));
+  hk_central_put(cls, chain, count, tc);
+}
+
+/* Takes up to `want` blocks from the central cache onto *chain. */
+static unsigned take(hk_tcache_t *tc, unsigned cls, unsigned want, void **chain) {
+  const void *parker;
+  unsigned n = hk_central_take(cls, want, chain, &parker);
+  hk_front_t *f = &tc->front[cls];
+  f->moved += n;
+  f->parked_hits += parker != NULL;
+  if (parker && parker != tc) f->from_others += n;
+  hk_stats_out((ptrdiff_t)((size_t)n * hk_classes[cls].size));
+  return n;
+}
 
 /* Hands a class's whole list to the central cache and sets its room. */
 static void tcache_drain(hk_tcache_t *tc, unsigned cls, int new_room) {
@@ -10,7 +37,7 @@ static void tcache_drain(hk_tcache_t *tc, unsigned cls, int new_room) {
   unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
   tc->head[cls] = NULL;
   tc->room[cls] = (int16_t)new_room;
-  if (chain) hk_central_put(cls, chain, count);
+  if (chain) give(tc, cls, chain, count);
 }
 
 /* Sets the capacity of a class's list; its room follows. */
@@ -20,28 +47,29 @@ static void set_cap(hk_tcache_t *tc, unsigned cls, int cap) {
 }
 
 /* A thread whose cache is gone (it has exited) still allocates: one block at a time. */
-static void *alloc_uncached(unsigned cls) {
+static void *alloc_uncached(hk_tcache_t *tc, unsigned cls) {
   void *chain;
-  unsigned n = hk_central_take(cls, 1, &chain);
+  unsigned n = take(tc, cls, 1, &chain);
   if (n == 0) {
     errno = ENOMEM;
     return NULL;
   }
-  if (n > 1) hk_central_put(cls, hk_next(chain), n - 1);
+  if (n > 1) give(tc, cls, hk_next(chain), n - 1);
   hk_block_out(chain, cls);
   return chain;
 }
 
 static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
-    if (tc->state == HK_TC_DEAD) return alloc_uncached(cls);
+    if (tc->state == HK_TC_DEAD) return alloc_uncached(tc, cls);
     hk_thread_init(tc);
   }
   /* The list ran dry: the class is in demand, its capacity grows back. */
   tc->overflows[cls] = 0;
+  tc->front[cls].misses++;
   set_cap(tc, cls, hk_min(tc->cap[cls] * 2, (int)hk_classes[cls].cap));
   void *chain;
-  unsigned n = hk_central_take(cls, hk_min(hk_classes[cls].batch, (unsigned)tc->cap[cls] + 1), &chain);
+  unsigned n = take(tc, cls, hk_min(hk_classes[cls].batch, (unsigned)tc->cap[cls] + 1), &chain);
   hk_purge_poll();
   if (hk_unlikely(n == 0)) {
     errno = ENOMEM;
@@ -58,7 +86,7 @@ static void tcache_fill(hk_tcache_t *tc, unsigned cls, unsigned n) {
   n = hk_min(n, (unsigned)tc->cap[cls]);
   while (n) {
     void *chain;
-    unsigned got = hk_central_take(cls, n, &chain);
+    unsigned got = take(tc, cls, n, &chain);
     if (got == 0) return;
     void *last = chain;
     for (unsigned i = 1; i < got; i++) last = hk_next(last);
@@ -117,6 +145,7 @@ void hk_free_overflow(void *p) {
     if (tc->room[cls] >= 0) return;
   }
   if (hk_class_is_large(cls)) {
+    tc->front[cls].overflows++;
     /* The bound grows with every large block kept; mallocs shrink the real
      * figure unseen, so it is recounted only when the bound passes the budget. */
     size_t budget = large_budget();
@@ -134,6 +163,7 @@ void hk_free_overflow(void *p) {
    * structure being freed, blocks coming from other threads), and what the
    * list keeps would only pin slabs: the capacity shrinks. */
   unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
+  tc->front[cls].overflows++;
   if (++tc->overflows[cls] >= 2) set_cap(tc, cls, hk_max(tc->cap[cls] / 2, hk_min(HK_TCACHE_MIN_CAP, (int)hk_classes[cls].cap)));
   int cap = tc->cap[cls];
   unsigned keep = (unsigned)cap / 2;
@@ -145,7 +175,7 @@ void hk_free_overflow(void *p) {
     void *chain = hk_next(last);
     hk_set_next(last, NULL);
     tc->room[cls] = (int16_t)(cap - (int)keep);
-    hk_central_put(cls, chain, count - keep);
+    give(tc, cls, chain, count - keep);
   }
   hk_purge_poll();
 }
@@ -167,6 +197,9 @@ void hk_thread_init(hk_tcache_t *tc) {
   atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
   tc->state = HK_TC_ACTIVE;
   pthread_setspecific(hk_thread_key, tc);  /* arms hk_thread_exit */
+  pthread_mutex_lock(&registry_lock);
+  hk_list_push(&registry, tc);
+  pthread_mutex_unlock(&registry_lock);
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
     unsigned n = hk_prewarm_count(c);
     if (n && tc->head[c] == NULL) tcache_fill(tc, c, n);
@@ -190,7 +223,57 @@ void hk_thread_exit(void *arg) {
     tcache_drain(tc, c, 0);
     tc->cap[c] = 0;
   }
+  if (hk_opt.front_dump) hk_front_print("thread", tc->front);
+  pthread_mutex_lock(&registry_lock);
+  hk_list_remove(&registry, tc);
+  hk_front_add(exited, tc->front);
+  pthread_mutex_unlock(&registry_lock);
   hk_purge_poll();
+}
+
+void hk_front_add(hk_front_t *sum, const hk_front_t *f) {
+  for (unsigned c = 1; c <= HK_NCLASS; c++) {
+    sum[c].hits += f[c].hits;
+    sum[c].misses += f[c].misses;
+    sum[c].overflows += f[c].overflows;
+    sum[c].moved += f[c].moved;
+    sum[c].parked_hits += f[c].parked_hits;
+    sum[c].from_others += f[c].from_others;
+  }
+}
+
+/* Blocks in the caches of live threads per class, and every thread's
+ * counters.  Other threads' caches are read as they are, without stopping
+ * them: each figure was true at some moment of the call. */
+void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
+  pthread_mutex_lock(&registry_lock);
+  memcpy(front, exited, sizeof exited);
+  *threads = 0;
+  for (hk_tcache_t *tc = registry; tc; tc = tc->next, ++*threads) {
+    for (unsigned c = 1; c <= HK_NCLASS; c++)
+      cached[c] += (size_t)(__atomic_load_n(&tc->cap[c], __ATOMIC_RELAXED) - __atomic_load_n(&tc->room[c], __ATOMIC_RELAXED));
+    hk_front_add(front, tc->front);
+  }
+  pthread_mutex_unlock(&registry_lock);
+}
+
+void hk_tcache_fork_lock(void) { pthread_mutex_lock(&registry_lock); }
+
+/* The child has one thread: the others' caches are gone with them (their
+ * counters go to the exited ones). */
+void hk_tcache_fork_unlock(bool child) {
+  if (child) {
+    for (hk_tcache_t *tc = registry, *next; tc; tc = next) {
+      next = tc->next;
+      if (tc == &hk_tc) continue;
+      hk_list_remove(&registry, tc);
+      hk_front_add(exited, tc->front);
+    }
+    pthread_mutex_init(&registry_lock, NULL);
+    atomic_store_explicit(&live_threads, registry != NULL, memory_order_relaxed);
+  } else {
+    pthread_mutex_unlock(&registry_lock);
+  }
 }
 
 HK_EXPORT void hak_thread_flush(void) { hk_tcache_flush(&hk_tc); }

@@ -217,7 +217,7 @@ static void os_stats(void) {
 static void print_stats(void *arg) {
   void *p = hak_malloc(100);
   (void)arg;
-  hak_stats_print();
+  hak_stats_print(NULL, NULL);
   hak_free(p);
 }
 

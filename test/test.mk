@@ -40,7 +40,7 @@ TEST_PLAIN := api align usable_size integrity realloc threads cross_thread \
 # Linked with libhakmem.a (the last four are hakmem-only).
 TEST_STATIC := api realloc threads cross_thread fork early dlopen_tls \
                libc_interop address_space_limit \
-               steady_state bad_free hak_api hak_threads prewarm
+               steady_state bad_free hak_api hak_threads prewarm stats
 TEST_STANDARD := integrity threads cross_thread thread_exit fork
 TEST_UBSAN  := api realloc integrity threads cross_thread thread_exit hak_api
 TEST_ASAN   := hak_api hak_threads

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/* hakmem only.  The statistics say what the program did: hak_stats_get's
+ * figures move by exactly what the test allocates and frees (blocks in use
+ * per class, huge blocks), other threads' caches are seen, the OS-call counts
+ * are hak_os_stats's, RSS is the kernel's; the text, JSON and CSV forms and
+ * the glibc calls (mallinfo2, mallinfo, malloc_stats, malloc_info, mallopt)
+ * give hakmem's figures; HAKMEM_STATS and HAKMEM_TINY_FRONT_METRICS print at
+ * exit; a thread reading the statistics while others allocate is safe. */
+#include "testutil.h"
+
+#include <malloc.h>
+#include <stdatomic.h>
+
+static hak_stats_t before, after;
+
+static const hak_class_stats_t *class_of(const hak_stats_t *s, size_t size) {
+  for (unsigned i = 0; i < s->nclasses; i++)
+    if (s->classes[i].block_size >= size) return &s->classes[i];
+  return NULL;
+}
+
+static void blocks_in_use(void) {
+  enum { N = 1000 };
+  static void *p[N];
+  hak_stats_get(&before);
+  for (int i = 0; i < N; i++) CHECK((p[i] = malloc(200)) != NULL);
+  hak_stats_get(&after);
+  size_t size = class_of(&after, 200)->block_size;
+  printf("  %d blocks of 200 B: class of %zu B, in use %zu -> %zu\n", N, size, class_of(&before, 200)->in_use,
+         class_of(&after, 200)->in_use);
+  CHECK_EQ(class_of(&after, 200)->in_use - class_of(&before, 200)->in_use, N);
+  CHECK(after.in_use_bytes >= before.in_use_bytes + N * size);
+  CHECK(after.peak_in_use_bytes >= after.in_use_bytes);
+  CHECK(class_of(&after, 200)->slabs > 0 && class_of(&after, 200)->misses > class_of(&before, 200)->misses);
+  for (int i = 0; i < N; i++) free(p[i]);
+  hak_stats_get(&after);
+  CHECK_EQ(class_of(&after, 200)->in_use, class_of(&before, 200)->in_use);
+  CHECK(class_of(&after, 200)->thread_cached > 0);  /* the thread keeps some */
+}
+
+static void huge_blocks(void) {
+  void *p[5];
+  hak_stats_get(&before);
+  for (int i = 0; i < 5; i++) CHECK((p[i] = malloc(8 * MiB)) != NULL);
+  hak_stats_get(&after);
+  printf("  5 blocks of 8 MiB: huge %zu -> %zu blocks, %zu -> %zu MiB\n", before.huge_blocks, after.huge_blocks,
+         before.huge_bytes / MiB, after.huge_bytes / MiB);
+  CHECK_EQ(after.huge_blocks - before.huge_blocks, 5);
+  CHECK_EQ(after.huge_bytes - before.huge_bytes, 5 * 8 * MiB);
+  CHECK(after.in_use_bytes >= before.in_use_bytes + 40 * MiB);
+  CHECK(after.committed_bytes >= after.huge_bytes);
+  CHECK(after.mapped_bytes >= after.committed_bytes);
+  for (int i = 0; i < 5; i++) free(p[i]);
+  hak_stats_get(&after);
+  CHECK_EQ(after.huge_blocks, before.huge_blocks);
+}
+
+/* ---- another thread's cache --------------------------------------------- */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int stage;
+
+static void *holder(void *arg) {
+  void *p[40];
+  for (int i = 0; i < 40; i++) p[i] = malloc(3000);
+  for (int i = 0; i < 40; i++) free(p[i]);  /* into this thread's cache */
+  pthread_mutex_lock(&lock);
+  stage = 1;
+  pthread_cond_broadcast(&cond);
+  while (stage != 2) pthread_cond_wait(&cond, &lock);
+  pthread_mutex_unlock(&lock);
+  return arg;
+}
+
+static void other_threads_caches(void) {
+  pthread_t t;
+  hak_stats_get(&before);
+  CHECK(pthread_create(&t, NULL, holder, NULL) == 0);
+  pthread_mutex_lock(&lock);
+  while (stage != 1) pthread_cond_wait(&cond, &lock);
+  pthread_mutex_unlock(&lock);
+  hak_stats_get(&after);
+  const hak_class_stats_t *c = class_of(&after, 3000);
+  printf("  a thread holding 40 freed 3000-byte blocks: %u threads, %zu cached, %zu in use\n", after.threads,
+         c->thread_cached, c->in_use);
+  CHECK_EQ(after.threads, before.threads + 1);
+  CHECK(c->thread_cached >= 20 && c->thread_cached - class_of(&before, 3000)->thread_cached <= 40);
+  CHECK_EQ(c->in_use, class_of(&before, 3000)->in_use);
+  pthread_mutex_lock(&lock);
+  stage = 2;
+  pthread_cond_broadcast(&cond);
+  pthread_mutex_unlock(&lock);
+  CHECK(pthread_join(t, NULL) == 0);
+  hak_stats_get(&after);
+  CHECK_EQ(after.threads, before.threads);
+}
+
+static void os_figures(void) {
+  hak_os_stats_t os;
+  hak_stats_get(&after);
+  hak_os_stats(&os);
+  size_t rss = proc_status_kib("VmRSS") * 1024;
+  printf("  resident %zu KiB (VmRSS %zu KiB), mmap %llu\n", after.resident_bytes / 1024, rss / 1024, after.mmap_calls);
+  CHECK(after.mmap_calls <= os.mmap_calls && after.mmap_calls > 0);
+  CHECK(after.madvise_calls <= os.madvise_calls);
+  CHECK(after.resident_bytes > rss / 2 && after.resident_bytes < rss * 2);
+}
+
+/* ---- the forms ----------------------------------------------------------- */
+
+static char text[1 << 16];
+static size_t text_len;
+
+static void collect(const char *s, void *arg) {
+  size_t n = strlen(s);
+  (void)arg;
+  CHECK(text_len + n < sizeof text);
+  memcpy(text + text_len, s, n + 1);
+  text_len += n;
+}
+
+static void text_and_json(void) {
+  void *p = malloc(500);
+  text_len = 0;
+  hak_stats_print(collect, NULL);
+  CHECK(strstr(text, "in use") && strstr(text, "class") && strstr(text, "OS calls"));
+  text_len = 0;
+  hak_stats_json(collect, NULL);
+  CHECK(text[0] == '{' && text[text_len - 2] == '}' && text[text_len - 1] == '\n');
+  int depth = 0;
+  for (size_t i = 0; i < text_len; i++) depth += (text[i] == '{' || text[i] == '[') - (text[i] == '}' || text[i] == ']');
+  CHECK_EQ(depth, 0);
+  CHECK(strstr(text, "\"in_use_bytes\":") && strstr(text, "\"classes\":[{\"class\":1,\"block_size\":"));
+  free(p);
+}
+
+static void glibc_calls(void) {
+  void *p[100];
+  for (int i = 0; i < 100; i++) p[i] = malloc(700);
+  struct mallinfo2 m = mallinfo2();
+  hak_stats_get(&after);
+  printf("  mallinfo2: arena %zu, uordblks %zu, fordblks %zu, hblks %zu\n", m.arena, m.uordblks, m.fordblks, m.hblks);
+  CHECK(m.uordblks >= 100 * 700);
+  CHECK(m.uordblks <= after.in_use_bytes + MiB && after.in_use_bytes <= m.uordblks + MiB);
+  CHECK(m.arena >= m.uordblks - m.hblkhd);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  struct mallinfo old = mallinfo();  /* still called by programs */
+#pragma GCC diagnostic pop
+  CHECK(old.uordblks > 0 && (size_t)old.uordblks <= m.uordblks + MiB);
+  char *buf;
+  size_t len;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(f && malloc_info(0, f) == 0);
+  fclose(f);
+  CHECK(strncmp(buf, "<malloc version=\"1\">", 20) == 0 && strstr(buf, "</malloc>"));
+  free(buf);
+  CHECK_EQ(mallopt(M_ARENA_MAX, 2), 1);
+  CHECK_EQ(mallopt(M_MMAP_THRESHOLD, 1 << 20), 1);
+  CHECK_EQ(mallopt(12345, 1), 0);
+  for (int i = 0; i < 100; i++) free(p[i]);
+}
+
+/* ---- at exit, and while threads run ----------------------------------- */
+
+static void exit_output(void) {
+  child_result_t res;
+  const char *stats[] = {"HAKMEM_STATS=1", NULL};
+  run_self("malloc_stats", stats, 30, &res);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s", res.err);
+  CHECK_MSG(strstr(res.err, "system bytes") && strstr(res.err, "in use") && strstr(res.err, "thread caches"),
+            "%s", res.err);
+  const char *front[] = {"HAKMEM_TINY_FRONT_METRICS=1", NULL};
+  run_self("allocate", front, 30, &res);
+  CHECK(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0);
+  const char *csv = strstr(res.err, "class,block_size,hits,misses,overflows,moved,parked_hits,slabs_carved,"
+                                    "from_other_threads\n");
+  CHECK_MSG(csv != NULL, "%s", res.err);
+  int rows = 0;
+  unsigned long long misses = 0;
+  for (const char *l = strchr(csv, '\n') + 1; *l >= '0' && *l <= '9'; l = strchr(l, '\n') + 1) {
+    const char *f = l;
+    for (int i = 0; i < 3; i++) f = strchr(f, ',') + 1;  /* class, block_size, hits */
+    misses += strtoull(f, NULL, 10);
+    rows++;
+  }
+  printf("  front metrics: %d rows, %llu misses in all\n", rows, misses);
+  CHECK_EQ(rows, HAK_NCLASSES);
+  CHECK(misses > 0);
+}
+
+static atomic_int stop;
+
+static void *monitor(void *arg) {
+  static hak_stats_t s;
+  int n = 0;
+  while (!atomic_load(&stop)) {
+    hak_stats_get(&s);
+    CHECK(s.in_use_bytes < ((size_t)1 << 40));
+    n++;
+  }
+  printf("  %d snapshots while 4 threads allocated\n", n);
+  return arg;
+}
+
+static void *churn(void *arg) {
+  rng_t rng = {(uint64_t)(uintptr_t)arg + 1};
+  void *slot[256] = {0};
+  for (int i = 0; i < 200000; i++) {
+    int k = (int)rng_below(&rng, 256);
+    free(slot[k]);
+    slot[k] = malloc(rng_size(&rng, 16, 70000));
+  }
+  for (int k = 0; k < 256; k++) free(slot[k]);
+  return NULL;
+}
+
+static void snapshots_while_threads_run(void) {
+  pthread_t m, t[4];
+  CHECK(pthread_create(&m, NULL, monitor, NULL) == 0);
+  for (intptr_t i = 0; i < 4; i++) CHECK(pthread_create(&t[i], NULL, churn, (void *)i) == 0);
+  for (int i = 0; i < 4; i++) CHECK(pthread_join(t[i], NULL) == 0);
+  atomic_store(&stop, 1);
+  CHECK(pthread_join(m, NULL) == 0);
+}
+
+int main(int argc, char **argv) {
+  test_init();
+  CHECK_MSG(hakmem_active(), "this test needs hakmem");
+  if (argc > 1) {  /* a child of exit_output */
+    void *p = malloc(100);
+    free(p);
+    if (strcmp(argv[1], "malloc_stats") == 0) malloc_stats();
+    return 0;
+  }
+  RUN(blocks_in_use);
+  RUN(huge_blocks);
+  RUN(other_threads_caches);
+  RUN(os_figures);
+  RUN(text_and_json);
+  RUN(glibc_calls);
+  RUN(exit_output);
+  RUN(snapshots_while_threads_run);
+  return 0;
+}
