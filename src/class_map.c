@@ -1,64 +1,76 @@
 /* SPDX-License-Identifier: MIT */
 /* The class map: one byte per 64 KiB unit of the address space (the class of
- * the unit's blocks, HK_MAP_HUGE, or 0), read by every free.  A two-level
- * radix tree: the root (4096 entries, 32 KiB) is indexed by address bits
- * 36..47, a leaf (1 MiB of address space reserved, touched only where hakmem
- * has memory) by bits 16..35.  Root entries without a leaf of their own point
- * at one shared zero leaf, so lookups need no test; it is static, so that
- * even a free(NULL) before set-up finds it. */
+ * the blocks of a slab's first unit, HK_MAP_HUGE, a header mark, or 0), read
+ * by every free.  It is flat: one array indexed by the address shifted right
+ * by 16, reserved once (MAP_NORESERVE: a page of it is touched only where
+ * hakmem has memory, one page per 256 MiB), so a lookup is one load after one
+ * bound check.  It covers the addresses below a ceiling:
+ * - the whole user address space (2 GiB of address space for the 47 bits of
+ *   x86-64, 4 GiB for 48-bit arm64) when the process may reserve that much;
+ * - under an address-space limit (RLIMIT_AS) or strict overcommit
+ *   (vm.overcommit_memory=2), where reserving gigabytes is not free, a
+ *   window at the bottom of the address space: 8 times the limit, or 1 TiB;
+ *   hakmem then places its own mappings below the ceiling (os.c).
+ * Before set-up it covers one unit, NULL's, with the static zero byte, so
+ * that even a free(NULL) before anything else finds it. */
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/resource.h>
 #include "internal.h"
 
-static uint8_t zero_leaf[HK_MAP_LEAF_ENTRIES];
-hk_fast_t hk_fast = {.map_root = {[0] = zero_leaf}};
-static pthread_mutex_t leaf_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Before set-up: no class (all its magic words 0), one unit. */
+static struct {
+  uint32_t magic[256];
+  uint8_t unit0;
+} before_setup;
+hk_fast_t hk_fast = {.map = &before_setup.unit0, .map_units = 1};
+
+/* The ceiling the map should cover, before trying to reserve it. */
+static uintptr_t wanted_ceiling(void) {
+  int here;
+  uintptr_t top = (uintptr_t)1 << 36;
+  while (top <= (uintptr_t)&here && top < (uintptr_t)1 << 48) top <<= 1;  /* the stack is near the top */
+  struct rlimit as;
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    uintptr_t window = (uintptr_t)1 << 36;
+    while (window < top && window / 8 < as.rlim_cur) window <<= 1;
+    return window;
+  }
+  char mode = 0;  /* read raw: stdio would allocate, and the allocator is not set up */
+  int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (read(fd, &mode, 1) != 1) mode = 0;
+    close(fd);
+  }
+  return mode == '2' ? hk_min(top, (uintptr_t)1 << 40) : top;
+}
 
 void hk_class_map_init(void) {
-  for (size_t i = 0; i < HK_MAP_ROOT_ENTRIES; i++)
-    if (!hk_fast.map_root[i]) hk_fast.map_root[i] = zero_leaf;
-}
-
-/* Makes sure the leaf covering p exists; false if it cannot be mapped, or
- * if p lies beyond the 48 bits the map covers (a kernel with 5-level paging
- * maps there only when asked to with a hint that high, which hakmem never
- * gives: such memory is then refused, and the allocation fails with ENOMEM). */
-static bool leaf_reserve(const void *p) {
-  if ((uintptr_t)p >> HK_MAP_LEAF_SHIFT >= HK_MAP_ROOT_ENTRIES) return false;
-  uint8_t **slot = &hk_fast.map_root[(uintptr_t)p >> HK_MAP_LEAF_SHIFT];
-  if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) != zero_leaf) return true;
-  pthread_mutex_lock(&leaf_lock);
-  bool ok = true;
-  if (*slot == zero_leaf) {
-    uint8_t *leaf = hk_os_reserve(HK_MAP_LEAF_ENTRIES);
-    if (leaf) __atomic_store_n(slot, leaf, __ATOMIC_RELEASE);
-    else ok = false;
+  for (uintptr_t ceiling = wanted_ceiling(); ceiling >= (uintptr_t)1 << 32; ceiling >>= 1) {
+    uint8_t *map = hk_os_reserve(HK_PAGE_SIZE + (ceiling >> HK_UNIT_SHIFT));
+    if (!map) continue;
+    map += HK_PAGE_SIZE;  /* the page before the map holds the magic words */
+    hk_class_magic_fill((uint32_t *)map - 256);
+    hk_fast.map = map;
+    __atomic_store_n(&hk_fast.map_units, ceiling >> HK_UNIT_SHIFT, __ATOMIC_RELEASE);
+    hk_os_set_ceiling(ceiling);
+    return;
   }
-  pthread_mutex_unlock(&leaf_lock);
-  return ok;
 }
 
+/* Whether [start, start + size) lies below the ceiling; memory hakmem
+ * cannot record is refused (the allocation fails with ENOMEM). */
 bool hk_class_map_reserve(const void *start, size_t size) {
-  return size && (uintptr_t)start + size > (uintptr_t)start && leaf_reserve(start) &&
-         leaf_reserve((const uint8_t *)start + size - 1);
+  uintptr_t end = (uintptr_t)start + size;
+  return size && end > (uintptr_t)start && (end - 1) >> HK_UNIT_SHIFT < hk_fast.map_units;
 }
 
 void hk_class_map_set(const void *start, size_t units, uint8_t value) {
-  uintptr_t a = (uintptr_t)start;
-  for (size_t i = 0; i < units; i++, a += HK_UNIT_SIZE) {
-    uint8_t *leaf = hk_fast.map_root[a >> HK_MAP_LEAF_SHIFT];
-    __atomic_store_n(&leaf[(a >> HK_UNIT_SHIFT) & (HK_MAP_LEAF_ENTRIES - 1)], value, __ATOMIC_RELAXED);
-  }
-}
-
-void hk_class_map_fork_lock(void) { pthread_mutex_lock(&leaf_lock); }
-
-void hk_class_map_fork_unlock(bool child) {
-  if (child) pthread_mutex_init(&leaf_lock, NULL);
-  else pthread_mutex_unlock(&leaf_lock);
+  uintptr_t u = (uintptr_t)start >> HK_UNIT_SHIFT;
+  for (size_t i = 0; i < units; i++) __atomic_store_n(&hk_fast.map[u + i], value, __ATOMIC_RELAXED);
 }
 
 uintptr_t hk_class_map_lookup(const void *p) {
-  uintptr_t a = (uintptr_t)p;
-  if (a >> HK_MAP_LEAF_SHIFT >= HK_MAP_ROOT_ENTRIES) return 0;
-  const uint8_t *leaf = hk_fast.map_root[a >> HK_MAP_LEAF_SHIFT];  /* NULL only before set-up */
-  return leaf ? leaf[(a >> HK_UNIT_SHIFT) & (HK_MAP_LEAF_ENTRIES - 1)] : 0;
+  uintptr_t u = (uintptr_t)p >> HK_UNIT_SHIFT;
+  return u < hk_fast.map_units ? hk_fast.map[u] : 0;
 }

@@ -22,17 +22,15 @@ pthread_key_t hk_thread_key;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Lock order: the purger's and the tick's, the thread-cache registry, a class's central lock, an
- * arena's, the huge blocks', the class map's. */
+ * arena's, the huge blocks'. */
 static void fork_prepare(void) {
   hk_purge_fork_lock();
   hk_tcache_fork_lock();
   hk_central_fork_lock();
   hk_superslab_fork_lock();
   hk_huge_fork_lock();
-  hk_class_map_fork_lock();
 }
 static void fork_after(bool child) {
-  hk_class_map_fork_unlock(child);
   hk_huge_fork_unlock(child);
   hk_superslab_fork_unlock(child);
   hk_central_fork_unlock(child);

@@ -29,7 +29,7 @@
  *       hk_fatal                          a double free, an invalid or interior pointer
  *
  * Fast-path size on x86-64 (gcc 12 -O2), in instructions, hit case:
- * malloc 14, free 26, ret aside; `objdump -d build/libhakmem.so` at <__libc_malloc> and
+ * malloc 12, free 22, ret aside; `objdump -d build/libhakmem.so` at <__libc_malloc> and
  * <__libc_free> shows them, and `make bench-callgrind` counts them per
  * random_mixed iteration.
  *
@@ -38,9 +38,8 @@
  * free pushes; everything else is reached through one well-predicted branch.
  * A pointer's class comes from the class map: one byte per 64 KiB unit of
  * the address space, 0 for memory hakmem does not own as the first unit of a
- * slab, kept in a two-level radix tree (root indexed by bits 36..47 of the
- * address, leaves of 2^20 units) whose root entries all point at a leaf, if
- * only the shared zero leaf, so a lookup is two loads and no test.
+ * slab, one flat array below a ceiling, so a lookup is one bound check and
+ * one load, and no load waits for another before the class is known.
  *
  * Misuse the fast path catches at no more cost than a few instructions:
  * - a pointer hakmem did not hand out: its unit is not the first of one of
@@ -73,10 +72,6 @@
 #define HK_TABLE_MAX 8192                      /* sizes looked up in hk_class_table */
 #define HK_CLASS_MAX ((size_t)1 << 20)         /* largest size class: 1 MiB */
 #define HK_SMALL_MAX (HK_CLASS_MAX - HK_CANARY) /* largest request the classes serve */
-#define HK_ADDR_BITS 48                        /* user address space: x86-64 and arm64, 4-level paging */
-#define HK_MAP_LEAF_SHIFT 36                   /* a leaf covers 64 GiB */
-#define HK_MAP_ROOT_ENTRIES ((size_t)1 << (HK_ADDR_BITS - HK_MAP_LEAF_SHIFT))
-#define HK_MAP_LEAF_ENTRIES ((size_t)1 << (HK_MAP_LEAF_SHIFT - HK_UNIT_SHIFT))
 #define HK_MAP_HUGE 255                        /* class map: the first unit of a huge block */
 #define HK_MAP_SUPERSLAB 254                   /* class map: the header unit of a SuperSlab */
 #define HK_MAP_REGION 253                      /* class map: the header unit of a huge region */
@@ -123,22 +118,24 @@ typedef struct hk_class_info {
 extern hk_class_info_t hk_classes[HK_NCLASS + 1] HK_HIDDEN;
 
 extern __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
-extern uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_HIDDEN;
+extern uint8_t hk_class_table[HK_TABLE_MAX + 1] HK_HIDDEN;  /* by size: one load, no arithmetic */
 /* What free's fast path reads, in one place so that one base address
  * serves it all. */
 typedef struct hk_fast {
-  uint8_t *map_root[HK_MAP_ROOT_ENTRIES];  /* the class map's root (class_map.c) */
-  uint32_t class_magic[256];  /* by class map entry: ceil(2^32 / block size); 0 for
-                                 entries that are not a class, which no pointer passes */
+  uint8_t *map;               /* the class map (class_map.c): a byte per unit...; the
+                                 256 words before map[0] are hk_class_magic's table */
+  size_t map_units;           /* ... of the units below its ceiling */
   uint64_t free_key;          /* in word 1 of every free block (init.c) */
   uint64_t link_key;          /* hardened build: free-list links are encoded with it */
 } hk_fast_t;
 extern hk_fast_t hk_fast HK_HIDDEN;
 
-/* The class map entry of p; p must be below 2^HK_ADDR_BITS. */
+/* The class map entry of p's unit u, which must be below hk_fast.map_units. */
 static inline __attribute__((always_inline)) uintptr_t hk_map_get(const void *p) {
-  uintptr_t a = (uintptr_t)p;
-  return hk_fast.map_root[a >> HK_MAP_LEAF_SHIFT][(a >> HK_UNIT_SHIFT) & (HK_MAP_LEAF_ENTRIES - 1)];
+  return hk_fast.map[(uintptr_t)p >> HK_UNIT_SHIFT];
+}
+static inline __attribute__((always_inline)) bool hk_map_covers(const void *p) {
+  return (uintptr_t)p >> HK_UNIT_SHIFT < hk_fast.map_units;
 }
 
 /* Whether p, in a unit whose class map entry is cls, is where a block of a
@@ -147,8 +144,15 @@ static inline __attribute__((always_inline)) uintptr_t hk_map_get(const void *p)
  * offset below 2^16 and a size below 2^32, offset * ceil(2^32 / size), taken
  * mod 2^32, is below ceil(2^32 / size) exactly when size divides the offset
  * (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019). */
+/* By class map entry: ceil(2^32 / block size); 0 for entries that are not a
+ * class, which no pointer passes.  Kept just before the class map, so that
+ * free reaches both from one base. */
+static inline __attribute__((always_inline)) uint32_t hk_class_magic(uintptr_t cls) {
+  return ((const uint32_t *)hk_fast.map)[(intptr_t)cls - 256];
+}
+
 static inline __attribute__((always_inline)) bool hk_on_boundary(const void *p, uintptr_t cls) {
-  uint32_t m = hk_fast.class_magic[cls];
+  uint32_t m = hk_class_magic(cls);
   return (uint32_t)((uint32_t)(uint16_t)(uintptr_t)p * m) < m;
 }
 
@@ -169,7 +173,7 @@ static inline __attribute__((always_inline)) void *hk_next(const void *b) {
   void *n = *(void *const *)b;
   if (!HAK_HARDENED) return n;
   n = (void *)((uintptr_t)n ^ hk_fast.link_key ^ (uintptr_t)b);
-  if (n && hk_unlikely((uintptr_t)n >> HK_MAP_LEAF_SHIFT >= HK_MAP_ROOT_ENTRIES || hk_map_get(n) != hk_map_get(b) ||
+  if (n && hk_unlikely(!hk_map_covers(n) || hk_map_get(n) != hk_map_get(b) ||
                        !hk_on_boundary(n, hk_map_get(n))))
     hk_corrupted(b);
   return n;
@@ -204,14 +208,14 @@ static inline __attribute__((always_inline)) void *hk_tcache_pop(unsigned cls) {
 static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
   if (hk_likely(size <= HK_TABLE_MAX - HK_CANARY)) {
     /* class 0 until the process is set up: its list stays empty */
-    void *p = hk_tcache_pop(hk_class_table[(size + HK_CANARY + 15) >> 4]);
+    void *p = hk_tcache_pop(hk_class_table[size + HK_CANARY]);
     if (hk_likely(p != NULL)) return p;
   }
   return hk_malloc_slow(size);
 }
 
 static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
-  if (hk_likely((uintptr_t)p >> HK_MAP_LEAF_SHIFT < HK_MAP_ROOT_ENTRIES)) {
+  if (hk_likely(hk_map_covers(p))) {
     uintptr_t cls = hk_map_get(p);
     /* rejects entries that are not a class too (0 for NULL and foreign memory, huge) */
     if (hk_likely(hk_on_boundary(p, cls))) {
@@ -299,6 +303,7 @@ static inline bool hk_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
  * 16..256 B in steps of 16, then 8 classes per doubling up to 1 MiB: at most
  * 12.5 % of a block is lost to rounding (about 6 % on average). */
 HK_HIDDEN void hk_size_classes_init(void);
+HK_HIDDEN void hk_class_magic_fill(uint32_t *magic);  /* the 256 words of hk_class_magic */
 
 /* Class of a size 1..HK_CLASS_MAX, by arithmetic (the table serves the fast path). */
 static inline unsigned hk_size_to_class(size_t n) {
@@ -360,11 +365,9 @@ HK_HIDDEN void hk_superslab_fork_unlock(bool child);
 
 /* ---- class map (class_map.c) ------------------------------------------------ */
 HK_HIDDEN void hk_class_map_init(void);
-HK_HIDDEN bool hk_class_map_reserve(const void *start, size_t size);  /* before any set there */
+HK_HIDDEN bool hk_class_map_reserve(const void *start, size_t size);  /* whether the map covers it */
 HK_HIDDEN void hk_class_map_set(const void *start, size_t units, uint8_t value);
 HK_HIDDEN uintptr_t hk_class_map_lookup(const void *p);  /* any pointer; 0 if not hakmem's */
-HK_HIDDEN void hk_class_map_fork_lock(void);
-HK_HIDDEN void hk_class_map_fork_unlock(bool child);
 
 /* ---- central cache (central.c): per class, behind one lock ------------------ */
 /* Takes up to `want` blocks (a parked batch may be more) onto *chain;
@@ -416,6 +419,7 @@ HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pag
 HK_HIDDEN void hk_os_protect(void *p, size_t size, bool access);  /* guard pages: access or not */
 HK_HIDDEN uint64_t hk_os_now_ms(void);
 HK_HIDDEN unsigned hk_os_cpus(void);  /* CPUs the process may run on */
+HK_HIDDEN void hk_os_set_ceiling(uintptr_t ceiling);  /* new mappings go below it */
 
 /* ---- options (options.c): read once at start-up, from one table ----------- */
 enum { HK_PROFILE_SPEED, HK_PROFILE_BALANCED, HK_PROFILE_LEAN, HK_NPROFILES };

@@ -31,20 +31,32 @@ static void unmap_raw(void *p, size_t size) {
   munmap(p, size);
 }
 
-/* A mapping of `size` bytes at p with p + offset a multiple of `alignment`.
- * Mappings come top-down, so the address just below the last aligned one is
- * usually free and aligned: try it first, then fall back to over-mapping and
- * trimming (three calls instead of one). */
+static uintptr_t ceiling = UINTPTR_MAX;  /* mappings must end below it (the class map's) */
+
+void hk_os_set_ceiling(uintptr_t c) { ceiling = c; }
+
+/* Tries a mapping exactly at `at`; NULL if anything is there. */
+static uint8_t *map_exactly(uintptr_t at, size_t size) {
+  uint8_t *p = map_at((void *)at, size, MAP_FIXED_NOREPLACE);
+  if (p && (uintptr_t)p != at) {  /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+    unmap_raw(p, size);
+    p = NULL;
+  }
+  return p;
+}
+
+/* A mapping of `size` bytes at p with p + offset a multiple of `alignment`,
+ * below the ceiling.  Mappings come top-down, so the address just below the
+ * last aligned one is usually free and aligned: try it first, then over-map
+ * and trim (three calls instead of one).  When the kernel puts a mapping
+ * above the ceiling (a window low in the address space, under an
+ * address-space limit), aligned places below the ceiling are tried, going
+ * down. */
 void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
   uintptr_t hint = atomic_load_explicit(&next_aligned_hint, memory_order_relaxed);
+  uintptr_t step = hk_align_up(size, alignment);
   uint8_t *p = NULL;
-  if (hint != 0 && (hint + offset) % alignment == 0) {
-    p = map_at((void *)hint, size, 0);
-    if (p && ((uintptr_t)p + offset) % alignment != 0) {
-      unmap_raw(p, size);
-      p = NULL;
-    }
-  }
+  if (hint >= step) p = map_exactly((hint - step + offset) / alignment * alignment - offset, size);
   if (!p) {
     size_t over = size + alignment - HK_PAGE_SIZE;
     if (over < size) return NULL;
@@ -53,10 +65,17 @@ void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
     p = (uint8_t *)hk_align_up((uintptr_t)raw + offset, alignment) - offset;
     if (p > raw) unmap_raw(raw, (size_t)(p - raw));
     if (raw + over > p + size) unmap_raw(p + size, (size_t)(raw + over - (p + size)));
+    if ((uintptr_t)p + size > ceiling) {
+      unmap_raw(p, size);
+      p = NULL;
+      for (uintptr_t at = (ceiling - size + offset) / alignment * alignment - offset, tries = 0;
+           !p && at >= alignment && tries < 4096; at -= step, tries++)
+        p = map_exactly(at, size);
+      if (!p) return NULL;
+    }
   }
   /* the next mapping of this size and alignment would fit just below */
-  uintptr_t below = (uintptr_t)p - hk_align_up(size, alignment);
-  if ((uintptr_t)p >= hk_align_up(size, alignment)) atomic_store_explicit(&next_aligned_hint, below, memory_order_relaxed);
+  atomic_store_explicit(&next_aligned_hint, (uintptr_t)p, memory_order_relaxed);
   account_mapped(size);
   return p;
 }

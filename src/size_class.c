@@ -2,7 +2,7 @@
 /* Size classes: their block sizes, slab geometry and thread-cache sizing. */
 #include "internal.h"
 
-uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1];
+uint8_t hk_class_table[HK_TABLE_MAX + 1];
 hk_class_info_t hk_classes[HK_NCLASS + 1];
 
 static uint32_t class_size(unsigned c) {
@@ -29,7 +29,6 @@ void hk_size_classes_init(void) {
     ci->size = size;
     ci->units = (uint8_t)slab_units(size);
     ci->capacity = (uint16_t)(ci->units * HK_UNIT_SIZE / size);
-    hk_fast.class_magic[c] = (uint32_t)(((uint64_t)1 << 32) / size + (((uint64_t)1 << 32) % size != 0));
     /* Per class and thread: 16..512 blocks of up to 1 KiB (about 64 KiB),
      * about 128 KiB of 1..32 KiB blocks (113 down to 4 of them).  Large blocks have
      * no per-class capacity: every free of one asks hk_free_overflow, which
@@ -45,6 +44,10 @@ void hk_size_classes_init(void) {
     size_t batch = hk_max(cap / 2, 1);
     ci->batch = (uint16_t)hk_min(batch, hk_max((size_t)8192 / size, 2));
   }
-  for (unsigned i = 0; i <= HK_TABLE_MAX / 16; i++)
-    hk_class_table[i] = (uint8_t)hk_size_to_class(i == 0 ? 1 : (size_t)i * 16);
+  for (unsigned i = 0; i <= HK_TABLE_MAX; i++) hk_class_table[i] = (uint8_t)hk_size_to_class(i == 0 ? 1 : i);
+}
+
+void hk_class_magic_fill(uint32_t *magic) {
+  for (unsigned c = 1; c <= HK_NCLASS; c++)
+    magic[c] = (uint32_t)((((uint64_t)1 << 32) + hk_classes[c].size - 1) / hk_classes[c].size);
 }
