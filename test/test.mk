@@ -1,7 +1,7 @@
 # Tests.  `make test` installs what the tests need (as root, with apt-get),
-# builds the library, its `standard` and sanitizer builds and the test
-# programs into $(BUILD)/test/, and runs them all, one after the other, with
-# scripts/run_tests.py.
+# builds the library, its other builds and the test programs into
+# $(BUILD)/test/, and runs them all, one after the other, with
+# scripts/run_tests.py.  test/README.md describes the kit.
 #
 #   make test                          everything, against hakmem
 #   make test-glibc                    the standard-API tests against glibc
@@ -9,14 +9,41 @@
 #   make test TESTS='api fork'         only tests whose names contain a word
 #   python3 scripts/run_tests.py -h    the runner's own options
 #
-# Test programs (see the table in scripts/run_tests.py):
-#   $(BUILD)/test/X          plain programs: run against glibc, or against
-#                            hakmem with LD_PRELOAD=$(BUILD)/libhakmem.so
+# Tests are found by their place; no list names them.  A source's directory
+# is its kind, and says how it is built and run:
+#
+#   test/api/X.c|.cpp   the standard API; passes against glibc too.  Built as
+#                       $(BUILD)/test/X (libc only) and run with hakmem
+#                       preloaded, or as is against glibc
+#   test/preload/X.c    the same build, run only with hakmem preloaded
+#   test/hakmem/X.c     hakmem-only: $(BUILD)/test/static/X, linked with
+#                       libhakmem.a
+#   test/unit/X.c       internals: $(BUILD)/test/unit/X, compiled with -Isrc
+#                       (#include "internal.h") and linked with every object
+#                       file of the library
+#   test/programs/X.sh  a script running real programs with hakmem preloaded
+#   test/lib/           not tests: libraries the tests load, shell helpers
+#
+# A test source may start with tag lines, one comment each, before anything
+# else (after a #! line in a script):
+#
+#   /* test-builds: static standard ubsan asan tsan */   more builds to run in
+#   /* test-env: VAR=value ... */                        its environment
+#   /* test-timeout: 180 */                              seconds (default 120)
+#   /* test-run: NAME VAR=value ... */                   one more run of the
+#                                         plain build, with hakmem preloaded
+#   # test-needs: git python3                            commands it needs
+#
+# Make reads only test-builds (below); scripts/run_tests.py reads them all
+# and documents their meaning.  Each build of a test is a program:
+#
 #   $(BUILD)/test/static/X   linked with libhakmem.a (replaces malloc & co)
 #   $(BUILD)/test/standard/X linked with the `standard` variant (checks on)
 #   $(BUILD)/test/ubsan/X    linked with an UBSan build of libhakmem.a
 #   $(BUILD)/test/asan/X     hak_* API against an ASan build (HAK_NO_OVERRIDE)
 #   $(BUILD)/test/tsan/X     hak_* API against a TSan build (HAK_NO_OVERRIDE)
+#
+# A test that needs link flags of its own sets TEST_LDFLAGS_<name> here.
 
 PYTHON ?= python3
 
@@ -27,36 +54,50 @@ TEST_CFLAGS   := -std=gnu11 $(TEST_COMMON)
 TEST_CXXFLAGS := -std=gnu++17 $(TEST_COMMON) -fno-allocation-dce
 TEST_LDLIBS   := -ldl -pthread
 TEST_HDRS     := test/testutil.h include/hakmem.h test/test.mk
-# Linking libhakmem.a: its malloc replaces libc's; -rdynamic lets the tests
-# see with dlsym/dladdr that it does.
-TEST_HAKLINK   = -rdynamic $(1) $(TEST_LDLIBS)
 
-# Plain programs: the standard-API tests, which pass against glibc too, and
-# preload_check (run only with hakmem preloaded).
-TEST_PLAIN := api align usable_size integrity realloc threads cross_thread \
-              thread_churn thread_exit fork dlopen_tls libc_interop \
-              address_space_limit memory_reuse preload_check
-# Linked with libhakmem.a (the last four are hakmem-only).
-TEST_STATIC := api realloc threads cross_thread fork early dlopen_tls \
-               libc_interop address_space_limit \
-               steady_state bad_free hak_api hak_threads
-TEST_STANDARD := integrity threads cross_thread thread_exit fork
-TEST_UBSAN  := api realloc integrity threads cross_thread thread_exit hak_api
-TEST_ASAN   := hak_api hak_threads
-TEST_TSAN   := hak_threads
+# ---- discovery ----
+TEST_KINDS := api preload hakmem unit
+test_sources = $(sort $(wildcard test/$(1)/*.c test/$(1)/*.cpp))
+test_names = $(basename $(notdir $(call test_sources,$(1))))
+TEST_SRCS := $(foreach k,$(TEST_KINDS),$(call test_sources,$(k)))
+TEST_NAMES := $(basename $(notdir $(TEST_SRCS)))
+ifneq ($(words $(TEST_NAMES)),$(words $(sort $(TEST_NAMES))))
+$(error two tests have the same name: $(TEST_SRCS))
+endif
+$(foreach s,$(TEST_SRCS),$(eval TEST_SRC_$(basename $(notdir $(s))) := $(s)))
 
-TEST_PLAIN_BINS := $(TEST_PLAIN:%=$(TEST_OUT)/%) $(TEST_OUT)/cxx_new \
-                   $(TEST_OUT)/early $(TEST_OUT)/libearly.so $(TEST_OUT)/libearly_dl.so \
-                   $(TEST_OUT)/libtls_dl.so
-TEST_STATIC_BINS := $(TEST_STATIC:%=$(TEST_OUT)/static/%) $(TEST_OUT)/static/cxx_new \
-                    $(TEST_STANDARD:%=$(TEST_OUT)/standard/%)
+# "build:name" for every build named on a test-builds tag line.
+TEST_TAGS := $(shell awk 'FNR == 1 { tags = 1 } \
+  tags && !/^(\/\*|\/\/) *test-[a-z]+:/ { tags = 0 } \
+  tags && /test-builds:/ { sub(/.*test-builds:/, ""); sub(/\*\/.*/, ""); \
+    n = split(FILENAME, path, "/"); sub(/\.[a-z]+$$/, "", path[n]); \
+    for (i = 1; i <= NF; i++) print $$i ":" path[n] }' $(TEST_SRCS) /dev/null)
+test_tagged = $(patsubst $(1):%,%,$(filter $(1):%,$(TEST_TAGS)))
+
+# The programs of each build.
+TEST_PLAIN_BINS    := $(addprefix $(TEST_OUT)/,$(call test_names,api) $(call test_names,preload))
+TEST_STATIC_BINS   := $(addprefix $(TEST_OUT)/static/,$(call test_names,hakmem) $(call test_tagged,static))
+TEST_UNIT_BINS     := $(addprefix $(TEST_OUT)/unit/,$(call test_names,unit))
+TEST_STANDARD_BINS := $(addprefix $(TEST_OUT)/standard/,$(call test_tagged,standard))
+TEST_UBSAN_BINS    := $(addprefix $(TEST_OUT)/ubsan/,$(call test_tagged,ubsan))
+TEST_ASAN_BINS     := $(addprefix $(TEST_OUT)/asan/,$(call test_tagged,asan))
+TEST_TSAN_BINS     := $(addprefix $(TEST_OUT)/tsan/,$(call test_tagged,tsan))
+
+# Libraries the tests load (test/lib/).
+TEST_HELPER_LIBS := $(TEST_OUT)/libearly.so $(TEST_OUT)/libearly_dl.so $(TEST_OUT)/libtls_dl.so
+# `early` is linked to libearly.so, found next to it or one directory up.
+TEST_LDFLAGS_early := -L$(TEST_OUT) -learly -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..'
 
 # A sanitizer build is tried only if the compiler has its runtime.
 test_have_rt = $(shell test -e "$$($(CC) -print-file-name=lib$(1).so)" && echo yes)
-TEST_SAN_BINS = \
-  $(if $(call test_have_rt,ubsan),$(TEST_UBSAN:%=$(TEST_OUT)/ubsan/%)) \
-  $(if $(call test_have_rt,asan),$(TEST_ASAN:%=$(TEST_OUT)/asan/%)) \
-  $(if $(call test_have_rt,tsan),$(TEST_TSAN:%=$(TEST_OUT)/tsan/%))
+TEST_SAN_BINS = $(if $(call test_have_rt,ubsan),$(TEST_UBSAN_BINS)) \
+                $(if $(call test_have_rt,asan),$(TEST_ASAN_BINS)) \
+                $(if $(call test_have_rt,tsan),$(TEST_TSAN_BINS))
+
+# Every program the runner may run, whether or not this machine can build it;
+# the runner checks that it finds the same tests.
+TEST_ALL_BINS := $(TEST_PLAIN_BINS) $(TEST_STATIC_BINS) $(TEST_UNIT_BINS) $(TEST_STANDARD_BINS) \
+                 $(TEST_UBSAN_BINS) $(TEST_ASAN_BINS) $(TEST_TSAN_BINS)
 
 UBSAN_FLAGS := -fsanitize=undefined -fno-sanitize-recover=undefined
 ASAN_FLAGS  := -fsanitize=address -fno-omit-frame-pointer
@@ -68,7 +109,8 @@ test: test-deps
 	@$(MAKE) --no-print-directory lib bench-programs
 	@$(MAKE) --no-print-directory -k test-programs || \
 	  echo "test: some test programs did not build; the runner reports them as FAIL"
-	@$(PYTHON) scripts/run_tests.py --build $(BUILD) $(TESTS)
+	@mkdir -p $(TEST_OUT); printf '%s\n' $(TEST_ALL_BINS) > $(TEST_OUT)/programs.list
+	@$(PYTHON) scripts/run_tests.py --build $(BUILD) --make-list $(TEST_OUT)/programs.list $(TESTS)
 
 test-glibc: test-deps
 	@$(MAKE) --no-print-directory test-plain
@@ -77,55 +119,68 @@ test-glibc: test-deps
 test-deps:
 	@sh test/deps.sh
 
-test-programs: $(TEST_PLAIN_BINS) $(TEST_STATIC_BINS) $(TEST_SAN_BINS)
+test-programs: $(TEST_PLAIN_BINS) $(TEST_STATIC_BINS) $(TEST_UNIT_BINS) $(TEST_STANDARD_BINS) \
+               $(TEST_SAN_BINS)
 test-plain: $(TEST_PLAIN_BINS)
 
 test-clean:
 	rm -rf $(TEST_OUT) $(BUILD)/standard $(BUILD)/ubsan $(BUILD)/asan $(BUILD)/tsan
 
+# ---- how a test program is built ----
 # Each rule removes its target first: a program that no longer builds must
-# not leave a stale binary behind for the runner.
+# not leave a stale binary behind for the runner.  The compiler follows the
+# source's language; unit tests see the library's internal headers.
+test_compile = $(if $(filter %.cpp,$<),$(CXX) $(TEST_CXXFLAGS),$(CC) $(TEST_CFLAGS)) \
+               $(if $(filter test/unit/%,$<),-Isrc)
+# Linking libhakmem.a: its malloc replaces libc's; -rdynamic lets the tests
+# see with dlsym/dladdr that it does.  Unit tests take every object file.
+test_whole_archive = -Wl,--whole-archive $(1) -Wl,--no-whole-archive
+test_haklink = -rdynamic $(if $(filter test/unit/%,$<),$(call test_whole_archive,$(1)),$(1)) \
+               $(TEST_LDFLAGS_$*) $(TEST_LDLIBS)
 
-# ---- plain programs ----
-$(TEST_OUT)/%: test/%.c $(TEST_HDRS)
+.SECONDEXPANSION:
+TEST_PREREQS = $$(TEST_SRC_$$*) $(TEST_HDRS) | $(TEST_HELPER_LIBS)
+
+$(TEST_PLAIN_BINS): $(TEST_OUT)/%: $(TEST_PREREQS)
 	@mkdir -p $(@D); rm -f $@
-	$(CC) $(TEST_CFLAGS) $< -o $@ $(TEST_LDLIBS)
+	$(test_compile) $< -o $@ $(TEST_LDFLAGS_$*) $(TEST_LDLIBS)
 
-$(TEST_OUT)/cxx_new: test/cxx_new.cpp $(TEST_HDRS)
+$(TEST_STATIC_BINS): $(TEST_OUT)/static/%: $(TEST_PREREQS) $(LIBA)
 	@mkdir -p $(@D); rm -f $@
-	$(CXX) $(TEST_CXXFLAGS) $< -o $@ $(TEST_LDLIBS)
+	$(test_compile) $< -o $@ $(call test_haklink,$(LIBA))
 
-$(TEST_OUT)/libearly.so: test/early_lib.c $(TEST_HDRS)
+$(TEST_UNIT_BINS): $(TEST_OUT)/unit/%: $(TEST_PREREQS) $(LIBA)
+	@mkdir -p $(@D); rm -f $@
+	$(test_compile) $< -o $@ $(call test_haklink,$(LIBA))
+
+$(TEST_STANDARD_BINS): $(TEST_OUT)/standard/%: $(TEST_PREREQS) $(BUILD)/standard/libhakmem.a
+	@mkdir -p $(@D); rm -f $@
+	$(test_compile) $< -o $@ $(call test_haklink,$(BUILD)/standard/libhakmem.a)
+
+$(TEST_UBSAN_BINS): $(TEST_OUT)/ubsan/%: $(TEST_PREREQS) $(BUILD)/ubsan/libhakmem.a
+	@mkdir -p $(@D); rm -f $@
+	$(test_compile) $(UBSAN_FLAGS) $< -o $@ $(call test_haklink,$(BUILD)/ubsan/libhakmem.a)
+
+$(TEST_ASAN_BINS): $(TEST_OUT)/asan/%: $(TEST_PREREQS) $(BUILD)/asan/libhakmem.a
+	@mkdir -p $(@D); rm -f $@
+	$(test_compile) $(ASAN_FLAGS) $< -o $@ $(BUILD)/asan/libhakmem.a $(TEST_LDLIBS)
+
+$(TEST_TSAN_BINS): $(TEST_OUT)/tsan/%: $(TEST_PREREQS) $(BUILD)/tsan/libhakmem.a
+	@mkdir -p $(@D); rm -f $@
+	$(test_compile) $(TSAN_FLAGS) $< -o $@ $(BUILD)/tsan/libhakmem.a $(TEST_LDLIBS)
+
+# ---- libraries the tests load ----
+$(TEST_OUT)/libearly.so: test/lib/early_lib.c $(TEST_HDRS)
 	@mkdir -p $(@D); rm -f $@
 	$(CC) $(TEST_CFLAGS) -fPIC -shared $< -o $@
 
-$(TEST_OUT)/libearly_dl.so: test/early_lib.c $(TEST_HDRS)
+$(TEST_OUT)/libearly_dl.so: test/lib/early_lib.c $(TEST_HDRS)
 	@mkdir -p $(@D); rm -f $@
 	$(CC) $(TEST_CFLAGS) -DEARLY_DLOPEN -fPIC -shared $< -o $@
 
-$(TEST_OUT)/libtls_dl.so: test/tls_lib.c test/test.mk
+$(TEST_OUT)/libtls_dl.so: test/lib/tls_lib.c test/test.mk
 	@mkdir -p $(@D); rm -f $@
 	$(CC) $(TEST_CFLAGS) -fPIC -shared $< -o $@
-
-# Never calls pthread_create; linked to libearly.so, found next to it.
-$(TEST_OUT)/early: test/early.c $(TEST_OUT)/libearly.so $(TEST_OUT)/libearly_dl.so $(TEST_HDRS)
-	@mkdir -p $(@D); rm -f $@
-	$(CC) $(filter-out -pthread,$(TEST_CFLAGS)) $< -o $@ -L$(TEST_OUT) -learly \
-	  -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..' -ldl
-
-# ---- linked with libhakmem.a ----
-$(TEST_OUT)/static/%: test/%.c $(TEST_HDRS) $(LIBA)
-	@mkdir -p $(@D); rm -f $@
-	$(CC) $(TEST_CFLAGS) $< -o $@ $(call TEST_HAKLINK,$(LIBA))
-
-$(TEST_OUT)/static/cxx_new: test/cxx_new.cpp $(TEST_HDRS) $(LIBA)
-	@mkdir -p $(@D); rm -f $@
-	$(CXX) $(TEST_CXXFLAGS) $< -o $@ $(call TEST_HAKLINK,$(LIBA))
-
-$(TEST_OUT)/static/early: test/early.c $(TEST_OUT)/libearly.so $(TEST_OUT)/libearly_dl.so $(TEST_HDRS) $(LIBA)
-	@mkdir -p $(@D); rm -f $@
-	$(CC) $(TEST_CFLAGS) $< -o $@ -L$(TEST_OUT) -learly -Wl,-rpath,'$$ORIGIN/..' \
-	  $(call TEST_HAKLINK,$(LIBA))
 
 # ---- other builds of the library ----
 # The library's own Makefile decides whether they are up to date.
@@ -142,19 +197,3 @@ $(BUILD)/tsan/libhakmem.a: test-always
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan EXTRA_CFLAGS="$(TSAN_FLAGS) -DHAK_NO_OVERRIDE" $@
 
 test-always:
-
-$(TEST_OUT)/standard/%: test/%.c $(TEST_HDRS) $(BUILD)/standard/libhakmem.a
-	@mkdir -p $(@D); rm -f $@
-	$(CC) $(TEST_CFLAGS) $< -o $@ $(call TEST_HAKLINK,$(BUILD)/standard/libhakmem.a)
-
-$(TEST_OUT)/ubsan/%: test/%.c $(TEST_HDRS) $(BUILD)/ubsan/libhakmem.a
-	@mkdir -p $(@D); rm -f $@
-	$(CC) $(TEST_CFLAGS) $(UBSAN_FLAGS) $< -o $@ $(call TEST_HAKLINK,$(BUILD)/ubsan/libhakmem.a)
-
-$(TEST_OUT)/asan/%: test/%.c $(TEST_HDRS) $(BUILD)/asan/libhakmem.a
-	@mkdir -p $(@D); rm -f $@
-	$(CC) $(TEST_CFLAGS) $(ASAN_FLAGS) $< -o $@ $(BUILD)/asan/libhakmem.a $(TEST_LDLIBS)
-
-$(TEST_OUT)/tsan/%: test/%.c $(TEST_HDRS) $(BUILD)/tsan/libhakmem.a
-	@mkdir -p $(@D); rm -f $@
-	$(CC) $(TEST_CFLAGS) $(TSAN_FLAGS) $< -o $@ $(BUILD)/tsan/libhakmem.a $(TEST_LDLIBS)

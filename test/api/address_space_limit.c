@@ -1,3 +1,4 @@
+/* test-builds: static */
 /* A program started under an address-space limit (`ulimit -v`, as build
  * farms, judges and some CI runners set) can allocate.  The test runs itself
  * again with RLIMIT_AS at 1 GiB set before exec, so the limit holds from the
