@@ -149,7 +149,7 @@ $(TEST_STATIC_BINS): $(TEST_OUT)/static/%: $(TEST_PREREQS) $(LIBA)
 	@mkdir -p $(@D); rm -f $@
 	$(test_compile) $< -o $@ $(call test_haklink,$(LIBA))
 
-$(TEST_UNIT_BINS): $(TEST_OUT)/unit/%: $(TEST_PREREQS) $(LIBA)
+$(TEST_UNIT_BINS): $(TEST_OUT)/unit/%: $(TEST_PREREQS) test/unit/unit.h $(LIB_HDRS) $(LIBA)
 	@mkdir -p $(@D); rm -f $@
 	$(test_compile) $< -o $@ $(call test_haklink,$(LIBA))
 
