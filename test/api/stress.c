@@ -22,7 +22,6 @@
 
 #include <malloc.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <sys/resource.h>
 #include <time.h>
 
