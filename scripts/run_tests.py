@@ -23,6 +23,10 @@ under test/ is its kind:
                   Name X.static.
   unit/X.c        internals: build/test/unit/X, linked with every object file
                   of the library.  Name X.unit.
+  fuzz/X.c        a libFuzzer target: build/test/fuzz/X (clang), run for
+                  FUZZ_SECONDS on the seeds in test/fuzz/corpus/X/ and what it
+                  finds meanwhile (a fresh directory each run); skipped when
+                  clang has no libFuzzer.  Name X.fuzz.
   programs/X.sh   a shell script running real programs with hakmem preloaded
                   (HAKMEM_LIB names the library) and comparing what they do
                   with a run without it.  Name prog.X.
@@ -65,6 +69,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -72,6 +77,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST_DIR = os.path.join(ROOT, "test")
 SKIP_EXIT = 77
 DEFAULT_TIMEOUT = 120
+FUZZ_SECONDS = 20
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,7 @@ KINDS = {
     "preload": Kind("plain"),
     "hakmem": Kind("static", ("standard", "ubsan", "asan", "tsan")),
     "unit": Kind("unit", ("standard", "ubsan")),
+    "fuzz": Kind("fuzz"),
 }
 # Directories of scripts, and the prefix of their names.
 SCRIPT_KINDS = {"programs": "prog"}
@@ -175,6 +182,8 @@ def discover():
                     raise DiscoveryError(f"test/{kind_dir}/{src}: no build \"{b}\" for test/{kind_dir}"
                                          f" (it has: {' '.join(kind.extra) or 'none'})")
             base_name = prog if kind.base == "plain" else f"{prog}.{kind.base}"
+            if kind.base == "fuzz":
+                timeout = max(timeout, FUZZ_SECONDS + 60)
             preloaded = kind.base == "plain"
             tests.append(Test(base_name, kind.base, program_path(kind.base, prog), env, needs,
                               timeout, preload=preloaded, glibc=kind.glibc))
@@ -214,14 +223,23 @@ TSAN_LAYOUT_ERROR = re.compile(r"ThreadSanitizer: unexpected memory mapping|"
                                r"FATAL: ThreadSanitizer")
 
 
-def sanitizer_runtime_present(kind):
-    cc = os.environ.get("CC", "cc")
+def compiler_has(cc, library):
+    """Whether the compiler cc finds library (a file name) in its own paths."""
     try:
-        out = subprocess.run([cc, f"-print-file-name=lib{kind}.so"], capture_output=True,
+        out = subprocess.run([cc, f"-print-file-name={library}"], capture_output=True,
                              text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return False
     return os.path.isabs(out) and os.path.exists(out)
+
+
+def sanitizer_runtime_present(kind):
+    return compiler_has(os.environ.get("CC", "cc"), f"lib{kind}.so")
+
+
+def fuzzer_present():
+    return compiler_has(os.environ.get("FUZZ_CC", "clang"),
+                        f"libclang_rt.fuzzer-{platform.machine()}.a")
 
 
 class Runner:
@@ -245,6 +263,14 @@ class Runner:
         if t.build == "script":
             env["HAKMEM_LIB"] = self.lib
             cmd = ["sh", os.path.join(ROOT, t.path)]
+        elif t.build == "fuzz":
+            # A fresh corpus directory (made by run()) first, the seeds after.
+            prog = os.path.join(self.build, t.path)
+            name = os.path.basename(t.path)
+            cmd = [prog, f"-max_total_time={FUZZ_SECONDS}", "-timeout=20", "-rss_limit_mb=4096",
+                   "-error_exitcode=1",
+                   "-print_final_stats=1", f"-artifact_prefix={prog}-",
+                   os.path.join(ROOT, "test", "fuzz", "corpus", name)]
         else:
             cmd = [os.path.join(self.build, t.path)]
             if t.preload and self.hakmem:
@@ -263,6 +289,8 @@ class Runner:
                 return f"{tool} is not installed"
         if t.build in ("ubsan", "asan", "tsan") and not sanitizer_runtime_present(t.build):
             return f"the compiler has no {t.build} runtime"
+        if t.build == "fuzz" and not fuzzer_present():
+            return "clang with libFuzzer is not installed"
         return None
 
     def run(self, t):
@@ -274,6 +302,9 @@ class Runner:
             return "FAIL", 0.0, "not built (see the build output above)", ""
         if self.hakmem and not os.path.exists(self.lib) and (t.preload or t.build == "script"):
             return "FAIL", 0.0, f"{os.path.relpath(self.lib, ROOT)} does not exist", ""
+        if t.build == "fuzz":
+            with tempfile.TemporaryDirectory(prefix="corpus-", dir=os.path.dirname(cmd[0])) as d:
+                return self.execute(cmd[:-1] + [d, cmd[-1]], env, t.timeout)
         status, secs, note, out = self.execute(cmd, env, t.timeout)
         if status == "FAIL" and t.build == "tsan" and TSAN_LAYOUT_ERROR.search(out):
             arch = platform.machine()

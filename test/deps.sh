@@ -21,6 +21,11 @@ for pair in asan:libasan8 tsan:libtsan2 ubsan:libubsan1; do
   [ -e "$lib" ] || need "$pkg"
 done
 
+# clang's libFuzzer, for the fuzz targets.
+fuzz_cc=${FUZZ_CC:-clang}
+lib=$($fuzz_cc -print-file-name="libclang_rt.fuzzer-$(uname -m).a" 2>/dev/null)
+[ -e "$lib" ] || need "clang libclang-rt-dev"
+
 [ -z "$missing" ] && exit 0
 
 install() {

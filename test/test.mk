@@ -56,7 +56,7 @@ TEST_LDLIBS   := -ldl -pthread
 TEST_HDRS     := test/testutil.h include/hakmem.h test/test.mk
 
 # ---- discovery ----
-TEST_KINDS := api preload hakmem unit
+TEST_KINDS := api preload hakmem unit fuzz
 test_sources = $(sort $(wildcard test/$(1)/*.c test/$(1)/*.cpp))
 test_names = $(basename $(notdir $(call test_sources,$(1))))
 TEST_SRCS := $(foreach k,$(TEST_KINDS),$(call test_sources,$(k)))
@@ -82,22 +82,27 @@ TEST_STANDARD_BINS := $(addprefix $(TEST_OUT)/standard/,$(call test_tagged,stand
 TEST_UBSAN_BINS    := $(addprefix $(TEST_OUT)/ubsan/,$(call test_tagged,ubsan))
 TEST_ASAN_BINS     := $(addprefix $(TEST_OUT)/asan/,$(call test_tagged,asan))
 TEST_TSAN_BINS     := $(addprefix $(TEST_OUT)/tsan/,$(call test_tagged,tsan))
+FUZZ_NAMES         := $(call test_names,fuzz)
+FUZZ_BINS          := $(addprefix $(TEST_OUT)/fuzz/,$(FUZZ_NAMES))
 
 # Libraries the tests load (test/lib/).
 TEST_HELPER_LIBS := $(TEST_OUT)/libearly.so $(TEST_OUT)/libearly_dl.so $(TEST_OUT)/libtls_dl.so
 # `early` is linked to libearly.so, found next to it or one directory up.
 TEST_LDFLAGS_early := -L$(TEST_OUT) -learly -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..'
 
-# A sanitizer build is tried only if the compiler has its runtime.
-test_have_rt = $(shell test -e "$$($(CC) -print-file-name=lib$(1).so)" && echo yes)
-TEST_SAN_BINS = $(if $(call test_have_rt,ubsan),$(TEST_UBSAN_BINS)) \
-                $(if $(call test_have_rt,asan),$(TEST_ASAN_BINS)) \
-                $(if $(call test_have_rt,tsan),$(TEST_TSAN_BINS))
+# A sanitizer build, or a fuzz target, is tried only if the compiler has
+# its runtime.
+FUZZ_CC ?= clang
+test_have_lib = $(shell test -e "$$($(1) -print-file-name=$(2))" && echo yes)
+TEST_SAN_BINS = $(if $(call test_have_lib,$(CC),libubsan.so),$(TEST_UBSAN_BINS)) \
+                $(if $(call test_have_lib,$(CC),libasan.so),$(TEST_ASAN_BINS)) \
+                $(if $(call test_have_lib,$(CC),libtsan.so),$(TEST_TSAN_BINS))
+fuzz_available = $(call test_have_lib,$(FUZZ_CC),libclang_rt.fuzzer-$(shell uname -m).a)
 
 # Every program the runner may run, whether or not this machine can build it;
 # the runner checks that it finds the same tests.
 TEST_ALL_BINS := $(TEST_PLAIN_BINS) $(TEST_STATIC_BINS) $(TEST_UNIT_BINS) $(TEST_STANDARD_BINS) \
-                 $(TEST_UBSAN_BINS) $(TEST_ASAN_BINS) $(TEST_TSAN_BINS)
+                 $(TEST_UBSAN_BINS) $(TEST_ASAN_BINS) $(TEST_TSAN_BINS) $(FUZZ_BINS)
 
 UBSAN_FLAGS := -fsanitize=undefined -fno-sanitize-recover=undefined
 ASAN_FLAGS  := -fsanitize=address -fno-omit-frame-pointer
@@ -120,11 +125,11 @@ test-deps:
 	@sh test/deps.sh
 
 test-programs: $(TEST_PLAIN_BINS) $(TEST_STATIC_BINS) $(TEST_UNIT_BINS) $(TEST_STANDARD_BINS) \
-               $(TEST_SAN_BINS)
+               $(TEST_SAN_BINS) $(if $(fuzz_available),$(FUZZ_BINS))
 test-plain: $(TEST_PLAIN_BINS)
 
 test-clean:
-	rm -rf $(TEST_OUT) $(BUILD)/standard $(BUILD)/ubsan $(BUILD)/asan $(BUILD)/tsan
+	rm -rf $(TEST_OUT) $(BUILD)/standard $(BUILD)/ubsan $(BUILD)/asan $(BUILD)/tsan $(BUILD)/fuzz
 
 # ---- how a test program is built ----
 # Each rule removes its target first: a program that no longer builds must
@@ -217,3 +222,37 @@ stress: lib
 	HAKMEM_TEST_ALLOCATOR=hakmem $(if $(filter preload,$(STRESS_BUILD)),LD_PRELOAD=$(LIBSO)) \
 	  timeout -k 10 $$(($(STRESS_SECONDS) + 120)) $(STRESS_PROG) --seconds $(STRESS_SECONDS) \
 	  --threads $(STRESS_THREADS) $(if $(STRESS_SEED),--seed $(STRESS_SEED))
+
+# ---- fuzz targets: test/fuzz/X.c, with a seed corpus in test/fuzz/corpus/X/ ----
+# Built with clang's libFuzzer against a build of the library with
+# HAK_NO_OVERRIDE (malloc stays the sanitizer's) and AddressSanitizer, so
+# that the library's own memory accesses are checked.  make test runs each
+# for a short while (scripts/run_tests.py);
+#   make fuzz [FUZZ_SECONDS=60]
+# runs each for FUZZ_SECONDS, keeping what it learns in $(BUILD)/fuzz-corpus/X
+# and a crashing input in $(BUILD)/fuzz-artifacts/.
+FUZZ_SECONDS ?= 60
+FUZZ_SAN     := -fsanitize=address -fno-omit-frame-pointer
+
+$(BUILD)/fuzz/libhakmem.a: test-always
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/fuzz CC=$(FUZZ_CC) \
+	  EXTRA_CFLAGS="$(FUZZ_SAN) -fsanitize=fuzzer-no-link -DHAK_NO_OVERRIDE" $@
+
+$(FUZZ_BINS): $(TEST_OUT)/fuzz/%: test/fuzz/%.c $(TEST_HDRS) $(BUILD)/fuzz/libhakmem.a
+	@mkdir -p $(@D); rm -f $@
+	$(FUZZ_CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Wall -Wextra -Iinclude -Itest $(FUZZ_SAN) \
+	  -fsanitize=fuzzer $< -o $@ $(BUILD)/fuzz/libhakmem.a -pthread -ldl
+
+.PHONY: fuzz
+fuzz: test-deps
+	@if [ -z "$(fuzz_available)" ]; then \
+	  echo "fuzz: $(FUZZ_CC) with libFuzzer is not installed (Debian: clang, libclang-rt-14-dev); skipped"; \
+	else \
+	  $(MAKE) --no-print-directory $(FUZZ_BINS) && mkdir -p $(BUILD)/fuzz-artifacts && \
+	  for t in $(FUZZ_NAMES); do \
+	    mkdir -p $(BUILD)/fuzz-corpus/$$t && \
+	    $(TEST_OUT)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 -error_exitcode=1 \
+	      -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz-artifacts/$$t- \
+	      $(BUILD)/fuzz-corpus/$$t test/fuzz/corpus/$$t || exit 1; \
+	  done; \
+	fi
