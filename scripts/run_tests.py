@@ -30,6 +30,10 @@ under test/ is its kind:
   programs/X.sh   a shell script running real programs with hakmem preloaded
                   (HAKMEM_LIB names the library) and comparing what they do
                   with a run without it.  Name prog.X.
+  apps/X.sh, X.py real software with its own tests or workloads, the same
+                  way (a .py script runs with this Python).  HAKMEM_TEST_SIZE
+                  says how much: "quick" in make test, "full" with --size full
+                  (make test-apps).  Name app.X.
   lib/            not tests: what the tests load or source.
 
 A test source may start with tag lines (after a #! line in a script), each a
@@ -48,6 +52,7 @@ comment of its own -- /* test-KEY: VALUE */, // test-KEY: VALUE or
                          asan tsan; unit: standard ubsan)
   test-env: VAR=V ...    environment of every run of the test
   test-timeout: S        seconds before the test is killed (default 120)
+  test-timeout-full: S   the same with --size full
   test-run: NAME VAR=V ...
                          one more run of the plain build, with hakmem
                          preloaded and this environment, named X.NAME
@@ -97,9 +102,9 @@ KINDS = {
     "fuzz": Kind("fuzz"),
 }
 # Directories of scripts, and the prefix of their names.
-SCRIPT_KINDS = {"programs": "prog"}
-TAGS = ("builds", "env", "timeout", "run", "needs")
-TAG_LINE = re.compile(r"^\s*(?:/\*|//|#)\s*test-([a-z]+):\s*(.*?)\s*(?:\*/)?\s*$")
+SCRIPT_KINDS = {"programs": "prog", "apps": "app"}
+TAGS = ("builds", "env", "timeout", "timeout-full", "run", "needs")
+TAG_LINE = re.compile(r"^\s*(?:/\*|//|#)\s*test-([a-z-]+):\s*(.*?)\s*(?:\*/)?\s*$")
 
 
 @dataclass
@@ -146,17 +151,19 @@ def parse_env(words, where):
     return env
 
 
-def settings(path, tags):
-    """Environment, needed commands and timeout from the tags of path."""
+def settings(path, tags, size):
+    """Environment, needed commands and timeout (at this size) from the tags
+    of path."""
     where = os.path.relpath(path, ROOT)
     env = parse_env(" ".join(tags.get("env", [])).split(), where)
     needs = tuple(" ".join(tags.get("needs", [])).split())
     timeout = DEFAULT_TIMEOUT
-    if "timeout" in tags:
-        try:
-            timeout = int(tags["timeout"][-1])
-        except ValueError:
-            raise DiscoveryError(f"{where}: test-timeout must be a number of seconds") from None
+    for key in ("timeout", "timeout-full") if size == "full" else ("timeout",):
+        if key in tags:
+            try:
+                timeout = int(tags[key][-1])
+            except ValueError:
+                raise DiscoveryError(f"{where}: test-{key} must be a number of seconds") from None
     return env, needs, timeout
 
 
@@ -164,8 +171,9 @@ def program_path(build, prog):
     return os.path.join("test", prog) if build == "plain" else os.path.join("test", build, prog)
 
 
-def discover():
-    """Every test in the tree, in a stable order."""
+def discover(size="quick"):
+    """Every test in the tree, in a stable order, with its timeout for the
+    size of run."""
     tests = []
     for kind_dir, kind in KINDS.items():
         sources = sorted(f for f in os.listdir(os.path.join(TEST_DIR, kind_dir))
@@ -175,7 +183,7 @@ def discover():
             path = os.path.join(TEST_DIR, kind_dir, src)
             prog = os.path.splitext(src)[0]
             tags = read_tags(path)
-            env, needs, timeout = settings(path, tags)
+            env, needs, timeout = settings(path, tags, size)
             builds = " ".join(tags.get("builds", [])).split()
             for b in builds:
                 if b not in kind.extra:
@@ -199,9 +207,9 @@ def discover():
                 tests.append(Test(f"{prog}.{b}", b, program_path(b, prog), env, needs, timeout))
     for script_dir, prefix in SCRIPT_KINDS.items():
         directory = os.path.join(TEST_DIR, script_dir)
-        for src in sorted(f for f in os.listdir(directory) if f.endswith(".sh")):
+        for src in sorted(f for f in os.listdir(directory) if f.endswith((".sh", ".py"))):
             path = os.path.join(directory, src)
-            env, needs, timeout = settings(path, read_tags(path))
+            env, needs, timeout = settings(path, read_tags(path), size)
             tests.append(Test(f"{prefix}.{os.path.splitext(src)[0]}", "script",
                               os.path.relpath(path, ROOT), env, needs, timeout))
     names = [t.name for t in tests]
@@ -248,6 +256,7 @@ class Runner:
         self.test_dir = os.path.join(self.build, "test")
         self.lib = os.path.join(self.build, "libhakmem.so")
         self.hakmem = args.allocator == "hakmem"
+        self.size = args.size
         self.verbose = args.verbose
 
     def expand(self, value):
@@ -259,10 +268,12 @@ class Runner:
         for var in ("LD_PRELOAD", "HAKMEM_TEST_ALLOCATOR"):
             env.pop(var, None)
         env["HAKMEM_TEST_ALLOCATOR"] = "hakmem" if self.hakmem else "glibc"
+        env["HAKMEM_TEST_SIZE"] = self.size
         env["LC_ALL"] = "C"
         if t.build == "script":
             env["HAKMEM_LIB"] = self.lib
-            cmd = ["sh", os.path.join(ROOT, t.path)]
+            script = os.path.join(ROOT, t.path)
+            cmd = [sys.executable, script] if script.endswith(".py") else ["sh", script]
         elif t.build == "fuzz":
             # A fresh corpus directory (made by run()) first, the seeds after.
             prog = os.path.join(self.build, t.path)
@@ -382,6 +393,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build", help="build directory (default: build)")
     ap.add_argument("--allocator", choices=("hakmem", "glibc"), default="hakmem")
+    ap.add_argument("--size", choices=("quick", "full"), default="quick",
+                    help="how much the scripts of test/apps do (default: quick)")
     ap.add_argument("--make-list", metavar="FILE",
                     help="the programs make builds, to check against the tests found")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every test's output")
@@ -390,7 +403,7 @@ def main():
     args = ap.parse_args()
 
     try:
-        all_tests = discover()
+        all_tests = discover(args.size)
     except DiscoveryError as e:
         print(f"run_tests.py: {e}", file=sys.stderr)
         return 2

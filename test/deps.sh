@@ -12,6 +12,15 @@ command -v git >/dev/null 2>&1 || need git
 command -v g++ >/dev/null 2>&1 || need g++
 command -v setarch >/dev/null 2>&1 || need util-linux
 command -v sort >/dev/null 2>&1 || need coreutils
+command -v sqlite3 >/dev/null 2>&1 || need sqlite3
+
+# Debian's python3 and its own regression tests (test/apps/cpython.py).
+if [ -x /usr/bin/python3 ]; then
+  /usr/bin/python3 -c 'import test.test_dict' >/dev/null 2>&1 ||
+    need "libpython$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')-testsuite"
+else
+  need python3
+fi
 
 # gcc's sanitizer runtimes (the link-time .so is a symlink to them).
 cc=${CC:-cc}

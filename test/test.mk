@@ -7,6 +7,8 @@
 #   make test-glibc                    the standard-API tests against glibc
 #                                      (checks the tests themselves)
 #   make test TESTS='api fork'         only tests whose names contain a word
+#   make test-apps                     real software's own tests, at full size
+#   make stress, make fuzz             long runs (see below)
 #   python3 scripts/run_tests.py -h    the runner's own options
 #
 # Tests are found by their place; no list names them.  A source's directory
@@ -21,7 +23,12 @@
 #   test/unit/X.c       internals: $(BUILD)/test/unit/X, compiled with -Isrc
 #                       (#include "internal.h") and linked with every object
 #                       file of the library
+#   test/fuzz/X.c       a libFuzzer target, $(BUILD)/test/fuzz/X (clang), with
+#                       its seeds in test/fuzz/corpus/X/
 #   test/programs/X.sh  a script running real programs with hakmem preloaded
+#   test/apps/X.sh|.py  real software's own tests or workloads with hakmem
+#                       preloaded: a quick run in make test, all of it in
+#                       make test-apps
 #   test/lib/           not tests: libraries the tests load, shell helpers
 #
 # A test source may start with tag lines, one comment each, before anything
@@ -30,6 +37,7 @@
 #   /* test-builds: static standard ubsan asan tsan */   more builds to run in
 #   /* test-env: VAR=value ... */                        its environment
 #   /* test-timeout: 180 */                              seconds (default 120)
+#   # test-timeout-full: 900                             the same in test-apps
 #   /* test-run: NAME VAR=value ... */                   one more run of the
 #                                         plain build, with hakmem preloaded
 #   # test-needs: git python3                            commands it needs
@@ -68,7 +76,7 @@ $(foreach s,$(TEST_SRCS),$(eval TEST_SRC_$(basename $(notdir $(s))) := $(s)))
 
 # "build:name" for every build named on a test-builds tag line.
 TEST_TAGS := $(shell awk 'FNR == 1 { tags = 1 } \
-  tags && !/^(\/\*|\/\/) *test-[a-z]+:/ { tags = 0 } \
+  tags && !/^(\/\*|\/\/) *test-[a-z-]+:/ { tags = 0 } \
   tags && /test-builds:/ { sub(/.*test-builds:/, ""); sub(/\*\/.*/, ""); \
     n = split(FILENAME, path, "/"); sub(/\.[a-z]+$$/, "", path[n]); \
     for (i = 1; i <= NF; i++) print $$i ":" path[n] }' $(TEST_SRCS) /dev/null)
@@ -108,7 +116,7 @@ UBSAN_FLAGS := -fsanitize=undefined -fno-sanitize-recover=undefined
 ASAN_FLAGS  := -fsanitize=address -fno-omit-frame-pointer
 TSAN_FLAGS  := -fsanitize=thread
 
-.PHONY: test test-deps test-programs test-plain test-glibc test-clean test-always
+.PHONY: test test-deps test-programs test-plain test-glibc test-apps test-clean test-always
 
 test: test-deps
 	@$(MAKE) --no-print-directory lib bench-programs
@@ -120,6 +128,11 @@ test: test-deps
 test-glibc: test-deps
 	@$(MAKE) --no-print-directory test-plain
 	@$(PYTHON) scripts/run_tests.py --build $(BUILD) --allocator glibc $(TESTS)
+
+# Only the scripts of test/apps, at full size.
+test-apps: test-deps
+	@$(MAKE) --no-print-directory lib
+	@$(PYTHON) scripts/run_tests.py --build $(BUILD) --size full app.
 
 test-deps:
 	@sh test/deps.sh
