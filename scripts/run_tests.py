@@ -7,7 +7,8 @@
 The programs are built by `make test-programs` (see test/test.mk).  Each line
 is "PASS|FAIL|SKIP  name  seconds"; a failure is followed by the test's
 output.  The last line is "N passed, N failed[, N skipped]"; the exit status
-is 1 if any test failed.
+is 1 if any test failed.  A program that exits 77 is skipped (a line
+"skip: why" in its output says why).
 
 --allocator glibc runs only the standard-API tests, without hakmem, to check
 the tests themselves; the hakmem-only tests are left out.
@@ -24,9 +25,9 @@ under test/ is its kind:
   unit/X.c        internals: build/test/unit/X, linked with every object file
                   of the library.  Name X.unit.
   fuzz/X.c        a libFuzzer target: build/test/fuzz/X (clang), run for
-                  FUZZ_SECONDS on the seeds in test/fuzz/corpus/X/ and what it
-                  finds meanwhile (a fresh directory each run); skipped when
-                  clang has no libFuzzer.  Name X.fuzz.
+                  FUZZ_SECONDS (20) on the seeds in test/fuzz/corpus/X/ and
+                  what it finds meanwhile (a fresh directory each run);
+                  skipped when clang has no libFuzzer.  Name X.fuzz.
   programs/X.sh   a shell script running real programs with hakmem preloaded
                   (HAKMEM_LIB names the library) and comparing what they do
                   with a run without it.  Name prog.X.

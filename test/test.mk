@@ -132,7 +132,7 @@ test-glibc: test-deps
 # Only the scripts of test/apps, at full size.
 test-apps: test-deps
 	@$(MAKE) --no-print-directory lib
-	@$(PYTHON) scripts/run_tests.py --build $(BUILD) --size full app.
+	@$(PYTHON) scripts/run_tests.py --build $(BUILD) --size full -v app.
 
 test-deps:
 	@sh test/deps.sh
