@@ -172,15 +172,18 @@ def program_path(build, prog):
     return os.path.join("test", prog) if build == "plain" else os.path.join("test", build, prog)
 
 
+def listing(directory, suffixes):
+    """The files of test/<directory> with one of these suffixes, sorted."""
+    path = os.path.join(TEST_DIR, directory)
+    return sorted(f for f in os.listdir(path) if f.endswith(suffixes)) if os.path.isdir(path) else []
+
+
 def discover(size="quick"):
     """Every test in the tree, in a stable order, with its timeout for the
     size of run."""
     tests = []
     for kind_dir, kind in KINDS.items():
-        sources = sorted(f for f in os.listdir(os.path.join(TEST_DIR, kind_dir))
-                         if f.endswith((".c", ".cpp"))) \
-            if os.path.isdir(os.path.join(TEST_DIR, kind_dir)) else []
-        for src in sources:
+        for src in listing(kind_dir, (".c", ".cpp")):
             path = os.path.join(TEST_DIR, kind_dir, src)
             prog = os.path.splitext(src)[0]
             tags = read_tags(path)
@@ -207,9 +210,8 @@ def discover(size="quick"):
             for b in builds:
                 tests.append(Test(f"{prog}.{b}", b, program_path(b, prog), env, needs, timeout))
     for script_dir, prefix in SCRIPT_KINDS.items():
-        directory = os.path.join(TEST_DIR, script_dir)
-        for src in sorted(f for f in os.listdir(directory) if f.endswith((".sh", ".py"))):
-            path = os.path.join(directory, src)
+        for src in listing(script_dir, (".sh", ".py")):
+            path = os.path.join(TEST_DIR, script_dir, src)
             env, needs, timeout = settings(path, read_tags(path), size)
             tests.append(Test(f"{prefix}.{os.path.splitext(src)[0]}", "script",
                               os.path.relpath(path, ROOT), env, needs, timeout))
