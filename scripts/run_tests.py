@@ -60,8 +60,9 @@ comment of its own -- /* test-KEY: VALUE */, // test-KEY: VALUE or
   test-needs: CMD ...    commands that must be installed, else SKIP
 
 In values, {test} stands for build/test, {lib} for build/libhakmem.so, {build}
-for the build directory and {root} for the source tree.  An unknown tag, or a
-build a kind does not have, is an error.  With --make-list, the programs make
+for the build directory and {root} for the source tree.  An unknown tag, a
+build a kind does not have, or a C source directly in test/ (in no kind's
+directory) is an error.  With --make-list, the programs make
 would build (one path a line, written by `make test`) must be those the tests
 found here need; otherwise a "discovery" line fails.
 """
@@ -215,6 +216,10 @@ def discover(size="quick"):
             env, needs, timeout = settings(path, read_tags(path), size)
             tests.append(Test(f"{prefix}.{os.path.splitext(src)[0]}", "script",
                               os.path.relpath(path, ROOT), env, needs, timeout))
+    stray = listing(".", (".c", ".cpp"))
+    if stray:
+        raise DiscoveryError(f"test/{stray[0]} is in no kind's directory (test/api, test/preload,"
+                             " test/hakmem, test/unit, ...): move it to one")
     names = [t.name for t in tests]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
