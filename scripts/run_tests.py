@@ -2,27 +2,70 @@
 # SPDX-License-Identifier: MIT
 """Runs hakmem's tests, one after another, and reports one line per test.
 
-    scripts/run_tests.py [--build DIR] [--allocator hakmem|glibc] [-v] [NAME...]
+    scripts/run_tests.py [--build DIR] [--allocator hakmem|glibc] [--size quick|full]
+                         [--make-list FILE] [-v] [--list] [NAME...]
 
 The programs are built by `make test-programs` (see test/test.mk).  Each line
 is "PASS|FAIL|SKIP  name  seconds"; a failure is followed by the test's
 output.  The last line is "N passed, N failed[, N skipped]"; the exit status
-is 1 if any test failed.
+is 1 if any test failed.  A program that exits 77 is skipped (a line
+"skip: why" in its output says why).
 
 --allocator glibc runs only the standard-API tests, without hakmem, to check
 the tests themselves; the hakmem-only tests are left out.
 
-Kinds of tests (the `kind` column of the table):
-  plain    build/test/X, with LD_PRELOAD=build/libhakmem.so against hakmem,
-           as is against glibc
-  preload  build/test/X with LD_PRELOAD, hakmem only
-  static   build/test/static/X, linked with libhakmem.a (hakmem only)
-  standard build/test/standard/X, linked with the `standard` variant
-  ubsan    build/test/ubsan/X, linked with an UBSan build of libhakmem.a
-  asan     build/test/asan/X, the hak_* API against an ASan build
-  tsan     build/test/tsan/X, the hak_* API against a TSan build
-  script   a shell script running real programs preloaded with hakmem and
-           comparing their output with a run without it (hakmem only)
+Tests are found by their place (no list names them); a source's directory
+under test/ is its kind:
+
+  api/X.c, X.cpp  the standard API, passes against glibc too: build/test/X,
+                  run with LD_PRELOAD=build/libhakmem.so against hakmem, as is
+                  against glibc.  Test name X.
+  preload/X.c     build/test/X, run only with hakmem preloaded.  Name X.
+  hakmem/X.c      hakmem only: build/test/static/X, linked with libhakmem.a.
+                  Name X.static.
+  unit/X.c        internals: build/test/unit/X, linked with every object file
+                  of the library.  Name X.unit.
+  fuzz/X.c        a libFuzzer target: build/test/fuzz/X (clang), run for
+                  FUZZ_SECONDS (20) on the seeds in test/fuzz/corpus/X/ and
+                  what it finds meanwhile (a fresh directory each run);
+                  skipped when clang has no libFuzzer.  Name X.fuzz.
+  programs/X.sh   a shell script running real programs with hakmem preloaded
+                  (HAKMEM_LIB names the library) and comparing what they do
+                  with a run without it.  Name prog.X.
+  apps/X.sh, X.py real software with its own tests or workloads, the same
+                  way (a .py script runs with this Python).  HAKMEM_TEST_SIZE
+                  says how much: "quick" in make test, "full" with --size full
+                  (make test-apps).  Name app.X.
+  lib/            not tests: what the tests load or source.
+
+A test source may start with tag lines (after a #! line in a script), each a
+comment of its own -- /* test-KEY: VALUE */, // test-KEY: VALUE or
+# test-KEY: VALUE:
+
+  test-builds: B...      also run the test in these builds, each named X.B:
+                           static    build/test/static/X, with libhakmem.a
+                           standard  build/test/standard/X, with the
+                                     `standard` variant (consistency checks)
+                           ubsan     build/test/ubsan/X, with an UBSan build
+                           asan      build/test/asan/X, the hak_* API against
+                                     an ASan build (HAK_NO_OVERRIDE)
+                           tsan      build/test/tsan/X, the same under TSan
+                         (api: static standard ubsan; hakmem: standard ubsan
+                         asan tsan; unit: standard ubsan)
+  test-env: VAR=V ...    environment of every run of the test
+  test-timeout: S        seconds before the test is killed (default 120)
+  test-timeout-full: S   the same with --size full
+  test-run: NAME VAR=V ...
+                         one more run of the plain build, with hakmem
+                         preloaded and this environment, named X.NAME
+  test-needs: CMD ...    commands that must be installed, else SKIP
+
+In values, {test} stands for build/test, {lib} for build/libhakmem.so, {build}
+for the build directory and {root} for the source tree.  An unknown tag, a
+build a kind does not have, or a C source directly in test/ (in no kind's
+directory) is an error.  With --make-list, the programs make
+would build (one path a line, written by `make test`) must be those the tests
+found here need; otherwise a "discovery" line fails.
 """
 
 import argparse
@@ -34,114 +77,159 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEST_DIR = os.path.join(ROOT, "test")
 SKIP_EXIT = 77
 DEFAULT_TIMEOUT = 120
+FUZZ_SECONDS = 20
+
+
+@dataclass(frozen=True)
+class Kind:
+    base: str           # the build every test of the kind gets
+    extra: tuple = ()   # builds a test-builds tag may add
+    glibc: bool = False  # runs against glibc too (--allocator glibc)
+
+
+# Directories of compiled tests; "plain" is build/test/X, any other build
+# build/test/<build>/X.
+KINDS = {
+    "api": Kind("plain", ("static", "standard", "ubsan"), glibc=True),
+    "preload": Kind("plain"),
+    "hakmem": Kind("static", ("standard", "observe", "hardened", "ubsan", "asan", "tsan")),
+    "hardened": Kind("hardened"),
+    "unit": Kind("unit", ("standard", "ubsan")),
+    "fuzz": Kind("fuzz"),
+}
+# Directories of scripts, and the prefix of their names.
+SCRIPT_KINDS = {"programs": "prog", "apps": "app"}
+TAGS = ("builds", "env", "timeout", "timeout-full", "run", "needs")
+TAG_LINE = re.compile(r"^\s*(?:/\*|//|#)\s*test-([a-z-]+):\s*(.*?)\s*(?:\*/)?\s*$")
 
 
 @dataclass
 class Test:
     name: str
-    kind: str
-    prog: str  # program under build/test/<subdir>/, or script under test/
+    build: str  # plain, static, ..., or script
+    path: str   # the program or script
     env: dict = field(default_factory=dict)
-    needs: tuple = ()  # commands that must be installed
+    needs: tuple = ()
     timeout: int = DEFAULT_TIMEOUT
+    preload: bool = False  # hakmem comes in with LD_PRELOAD
+    glibc: bool = False    # also part of the run against glibc
 
 
-def plain(prog, **kw):
-    return Test(prog, "plain", prog, **kw)
+class DiscoveryError(Exception):
+    pass
 
 
-def linked(kind, prog, **kw):
-    return Test(f"{prog}.{kind}", kind, prog, **kw)
+def read_tags(path):
+    """The tag lines at the top of path, as {key: [value, ...]}."""
+    tags = {}
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    if lines and lines[0].startswith("#!"):
+        lines = lines[1:]
+    if lines and "SPDX-License-Identifier:" in lines[0]:
+        lines = lines[1:]
+    for line in lines:
+        m = TAG_LINE.match(line)
+        if not m:
+            break
+        key, value = m.groups()
+        if key not in TAGS:
+            raise DiscoveryError(f"{os.path.relpath(path, ROOT)}: unknown tag test-{key}")
+        tags.setdefault(key, []).append(value)
+    return tags
 
 
-def script(name, path, needs=()):
-    return Test(f"prog.{name}", "script", path, needs=needs)
+def parse_env(words, where):
+    env = {}
+    for word in words:
+        var, eq, value = word.partition("=")
+        if not eq or not var:
+            raise DiscoveryError(f"{where}: \"{word}\" is not VAR=value")
+        env[var] = value
+    return env
 
 
-TESTS = [
-    # The standard API (passes against glibc too).
-    plain("api"),
-    plain("align"),
-    plain("usable_size"),
-    plain("integrity"),
-    plain("realloc"),
-    plain("threads"),
-    plain("cross_thread"),
-    plain("thread_churn"),
-    plain("thread_exit"),
-    plain("fork"),
-    plain("dlopen_tls"),
-    plain("libc_interop"),
-    plain("address_space_limit"),
-    # hakmem gives back units freed longer ago than its purge delay; with no
-    # delay the test sees the reuse itself, not the timing of a fast test.
-    plain("memory_reuse", env={"HAKMEM_PURGE_DELAY_MS": "0"}),
-    plain("cxx_new"),
-    plain("early"),
-    # The preload is in effect.  `early` runs libearly.so's constructor before
-    # hakmem's own; with libearly.so preloaded too, the order is reversed.
-    Test("preload_check", "preload", "preload_check"),
-    Test("memory_lifecycle", "preload", "memory_lifecycle"),
-    Test("options", "preload", "options"),
-    Test("early.preload_first", "preload", "early",
-         env={"LD_PRELOAD": "{test}/libearly.so:{lib}"}),
-    # Linked with libhakmem.a.
-    linked("static", "api"),
-    linked("static", "realloc"),
-    linked("static", "threads"),
-    linked("static", "cross_thread"),
-    linked("static", "fork"),
-    linked("static", "cxx_new"),
-    linked("static", "early"),
-    linked("static", "dlopen_tls"),
-    linked("static", "libc_interop"),
-    linked("static", "address_space_limit"),
-    linked("static", "steady_state"),
-    linked("static", "bad_free"),
-    linked("static", "hak_api"),
-    linked("static", "hak_threads"),
-    linked("static", "prewarm"),
-    linked("static", "stats"),
-    # The `standard` variant, with its consistency checks.
-    linked("standard", "integrity"),
-    linked("standard", "threads"),
-    linked("standard", "cross_thread"),
-    linked("standard", "thread_exit"),
-    linked("standard", "fork"),
-    # Sanitizer builds of the library.
-    linked("ubsan", "api"),
-    linked("ubsan", "realloc"),
-    linked("ubsan", "integrity"),
-    linked("ubsan", "threads"),
-    linked("ubsan", "cross_thread"),
-    linked("ubsan", "thread_exit"),
-    linked("ubsan", "hak_api"),
-    linked("asan", "hak_api"),
-    linked("asan", "hak_threads"),
-    linked("tsan", "hak_threads", timeout=180),
-    # Real programs under LD_PRELOAD.
-    script("python", "test/programs/python.sh", needs=("python3",)),
-    script("sort", "test/programs/sort.sh", needs=("sort", "python3")),
-    script("git", "test/programs/git.sh", needs=("git",)),
-    script("ls", "test/programs/ls.sh", needs=("ls",)),
-    script("bash", "test/programs/bash.sh", needs=("bash",)),
-    script("gxx", "test/programs/gxx.sh", needs=("g++",)),
-    script("bench_smoke", "test/programs/bench_smoke.sh", needs=("python3",)),
-    script("options_doc", "test/programs/options_doc.sh", needs=("awk",)),
-    script("bench_kit", "test/programs/bench_kit.sh", needs=("python3", "sha256sum")),
-    # What a release ships besides the library.
-    script("release", "test/programs/release.sh"),
-    script("launcher", "test/programs/launcher.sh"),
-    script("install", "test/programs/install.sh", needs=("make", "pkg-config", "man", "readelf")),
-    script("options_man", "test/programs/options_man.sh", needs=("python3", "man")),
-    script("cmake", "test/programs/cmake.sh", needs=("make", "cmake", "readelf")),
-]
+def settings(path, tags, size):
+    """Environment, needed commands and timeout (at this size) from the tags
+    of path."""
+    where = os.path.relpath(path, ROOT)
+    env = parse_env(" ".join(tags.get("env", [])).split(), where)
+    needs = tuple(" ".join(tags.get("needs", [])).split())
+    timeout = DEFAULT_TIMEOUT
+    for key in ("timeout", "timeout-full") if size == "full" else ("timeout",):
+        if key in tags:
+            try:
+                timeout = int(tags[key][-1])
+            except ValueError:
+                raise DiscoveryError(f"{where}: test-{key} must be a number of seconds") from None
+    return env, needs, timeout
+
+
+def program_path(build, prog):
+    return os.path.join("test", prog) if build == "plain" else os.path.join("test", build, prog)
+
+
+def listing(directory, suffixes):
+    """The files of test/<directory> with one of these suffixes, sorted."""
+    path = os.path.join(TEST_DIR, directory)
+    return sorted(f for f in os.listdir(path) if f.endswith(suffixes)) if os.path.isdir(path) else []
+
+
+def discover(size="quick"):
+    """Every test in the tree, in a stable order, with its timeout for the
+    size of run."""
+    tests = []
+    for kind_dir, kind in KINDS.items():
+        for src in listing(kind_dir, (".c", ".cpp")):
+            path = os.path.join(TEST_DIR, kind_dir, src)
+            prog = os.path.splitext(src)[0]
+            tags = read_tags(path)
+            env, needs, timeout = settings(path, tags, size)
+            builds = " ".join(tags.get("builds", [])).split()
+            for b in builds:
+                if b not in kind.extra:
+                    raise DiscoveryError(f"test/{kind_dir}/{src}: no build \"{b}\" for test/{kind_dir}"
+                                         f" (it has: {' '.join(kind.extra) or 'none'})")
+            base_name = prog if kind.base == "plain" else f"{prog}.{kind.base}"
+            if kind.base == "fuzz":
+                timeout = max(timeout, FUZZ_SECONDS + 60)
+            preloaded = kind.base == "plain"
+            tests.append(Test(base_name, kind.base, program_path(kind.base, prog), env, needs,
+                              timeout, preload=preloaded, glibc=kind.glibc))
+            for run in tags.get("run", []):
+                words = run.split()
+                if not words or not preloaded:
+                    raise DiscoveryError(f"test/{kind_dir}/{src}: test-run needs a name, and a"
+                                         " test built plain")
+                run_env = dict(env, **parse_env(words[1:], f"test/{kind_dir}/{src}"))
+                tests.append(Test(f"{prog}.{words[0]}", "plain", program_path("plain", prog),
+                                  run_env, needs, timeout, preload=True))
+            for b in builds:
+                tests.append(Test(f"{prog}.{b}", b, program_path(b, prog), env, needs, timeout))
+    for script_dir, prefix in SCRIPT_KINDS.items():
+        for src in listing(script_dir, (".sh", ".py")):
+            path = os.path.join(TEST_DIR, script_dir, src)
+            env, needs, timeout = settings(path, read_tags(path), size)
+            tests.append(Test(f"{prefix}.{os.path.splitext(src)[0]}", "script",
+                              os.path.relpath(path, ROOT), env, needs, timeout))
+    stray = listing(".", (".c", ".cpp"))
+    if stray:
+        raise DiscoveryError(f"test/{stray[0]} is in no kind's directory (test/api, test/preload,"
+                             " test/hakmem, test/unit, ...): move it to one")
+    names = [t.name for t in tests]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise DiscoveryError(f"two tests are named {', '.join(twice)}")
+    return tests
+
 
 SANITIZER_ENV = {
     "ubsan": {"UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"},
@@ -155,14 +243,23 @@ TSAN_LAYOUT_ERROR = re.compile(r"ThreadSanitizer: unexpected memory mapping|"
                                r"FATAL: ThreadSanitizer")
 
 
-def sanitizer_runtime_present(kind):
-    cc = os.environ.get("CC", "cc")
+def compiler_has(cc, library):
+    """Whether the compiler cc finds library (a file name) in its own paths."""
     try:
-        out = subprocess.run([cc, f"-print-file-name=lib{kind}.so"], capture_output=True,
+        out = subprocess.run([cc, f"-print-file-name={library}"], capture_output=True,
                              text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return False
     return os.path.isabs(out) and os.path.exists(out)
+
+
+def sanitizer_runtime_present(kind):
+    return compiler_has(os.environ.get("CC", "cc"), f"lib{kind}.so")
+
+
+def fuzzer_present():
+    return compiler_has(os.environ.get("FUZZ_CC", "clang"),
+                        f"libclang_rt.fuzzer-{platform.machine()}.a")
 
 
 class Runner:
@@ -171,6 +268,7 @@ class Runner:
         self.test_dir = os.path.join(self.build, "test")
         self.lib = os.path.join(self.build, "libhakmem.so")
         self.hakmem = args.allocator == "hakmem"
+        self.size = args.size
         self.verbose = args.verbose
 
     def expand(self, value):
@@ -182,17 +280,26 @@ class Runner:
         for var in ("LD_PRELOAD", "HAKMEM_TEST_ALLOCATOR"):
             env.pop(var, None)
         env["HAKMEM_TEST_ALLOCATOR"] = "hakmem" if self.hakmem else "glibc"
+        env["HAKMEM_TEST_SIZE"] = self.size
         env["LC_ALL"] = "C"
-        if t.kind == "script":
+        if t.build == "script":
             env["HAKMEM_LIB"] = self.lib
-            cmd = ["sh", os.path.join(ROOT, t.prog)]
+            script = os.path.join(ROOT, t.path)
+            cmd = [sys.executable, script] if script.endswith(".py") else ["sh", script]
+        elif t.build == "fuzz":
+            # A fresh corpus directory (made by run()) first, the seeds after.
+            prog = os.path.join(self.build, t.path)
+            name = os.path.basename(t.path)
+            cmd = [prog, f"-max_total_time={FUZZ_SECONDS}", "-timeout=20", "-rss_limit_mb=4096",
+                   "-error_exitcode=1",
+                   "-print_final_stats=1", f"-artifact_prefix={prog}-",
+                   os.path.join(ROOT, "test", "fuzz", "corpus", name)]
         else:
-            sub = "" if t.kind in ("plain", "preload") else t.kind
-            cmd = [os.path.join(self.test_dir, sub, t.prog)]
-            if t.kind in ("plain", "preload") and self.hakmem:
+            cmd = [os.path.join(self.build, t.path)]
+            if t.preload and self.hakmem:
                 env["LD_PRELOAD"] = self.lib
-            env.update(SANITIZER_ENV.get(t.kind, {}))
-            if t.kind in ("asan", "tsan"):
+            env.update(SANITIZER_ENV.get(t.build, {}))
+            if t.build in ("asan", "tsan"):
                 # The hak_* API only: malloc is the sanitizer's.
                 env.pop("HAKMEM_TEST_ALLOCATOR")
         env.update({k: self.expand(v) for k, v in t.env.items()})
@@ -203,8 +310,10 @@ class Runner:
         for tool in t.needs:
             if not shutil.which(tool):
                 return f"{tool} is not installed"
-        if t.kind in ("ubsan", "asan", "tsan") and not sanitizer_runtime_present(t.kind):
-            return f"the compiler has no {t.kind} runtime"
+        if t.build in ("ubsan", "asan", "tsan") and not sanitizer_runtime_present(t.build):
+            return f"the compiler has no {t.build} runtime"
+        if t.build == "fuzz" and not fuzzer_present():
+            return "clang with libFuzzer is not installed"
         return None
 
     def run(self, t):
@@ -212,12 +321,15 @@ class Runner:
         why = self.skip_reason(t)
         if why:
             return "SKIP", 0.0, why, ""
-        if t.kind != "script" and not os.access(cmd[0], os.X_OK):
+        if t.build != "script" and not os.access(cmd[0], os.X_OK):
             return "FAIL", 0.0, "not built (see the build output above)", ""
-        if self.hakmem and not os.path.exists(self.lib) and t.kind in ("plain", "preload", "script"):
+        if self.hakmem and not os.path.exists(self.lib) and (t.preload or t.build == "script"):
             return "FAIL", 0.0, f"{os.path.relpath(self.lib, ROOT)} does not exist", ""
+        if t.build == "fuzz":
+            with tempfile.TemporaryDirectory(prefix="corpus-", dir=os.path.dirname(cmd[0])) as d:
+                return self.execute(cmd[:-1] + [d, cmd[-1]], env, t.timeout)
         status, secs, note, out = self.execute(cmd, env, t.timeout)
-        if status == "FAIL" and t.kind == "tsan" and TSAN_LAYOUT_ERROR.search(out):
+        if status == "FAIL" and t.build == "tsan" and TSAN_LAYOUT_ERROR.search(out):
             arch = platform.machine()
             status, secs, note, out2 = self.execute(["setarch", arch, "-R"] + cmd, env, t.timeout)
             note = (note + "; " if note else "") + "TSan failed to start, rerun with setarch -R"
@@ -264,41 +376,72 @@ class Runner:
         return "FAIL", secs, f"exit status {rc}", out
 
 
+def compare_with_make(tests, build, list_file):
+    """What differs between the programs make builds (list_file) and those
+    the tests need, as lines of text; empty if nothing."""
+    with open(list_file, encoding="utf-8") as f:
+        made = {os.path.normpath(os.path.relpath(os.path.join(ROOT, p), build))
+                for p in f.read().split()}
+    needed = {os.path.normpath(t.path) for t in tests if t.build != "script"}
+    lines = [f"make does not build {p}" for p in sorted(needed - made)]
+    lines += [f"make builds {p}, which no test runs" for p in sorted(made - needed)]
+    return lines
+
+
+def report(status, name, width, secs, note, out, verbose):
+    line = f"{status}  {name:{width}}  {secs:7.2f}s"
+    if note:
+        line += f"  ({note})"
+    print(line, flush=True)
+    if out and (status == "FAIL" or verbose):
+        lines = out.rstrip("\n").split("\n")
+        if len(lines) > 80 and not verbose:
+            lines = [f"... ({len(lines) - 80} lines before)"] + lines[-80:]
+        print("\n".join("    | " + l for l in lines), flush=True)
+
+
 def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `run_tests.py --list | head`
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build", help="build directory (default: build)")
     ap.add_argument("--allocator", choices=("hakmem", "glibc"), default="hakmem")
+    ap.add_argument("--size", choices=("quick", "full"), default="quick",
+                    help="how much the scripts of test/apps do (default: quick)")
+    ap.add_argument("--make-list", metavar="FILE",
+                    help="the programs make builds, to check against the tests found")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every test's output")
     ap.add_argument("--list", action="store_true", help="list the tests and exit")
     ap.add_argument("names", nargs="*", help="run only tests whose names contain one of these")
     args = ap.parse_args()
 
+    try:
+        all_tests = discover(args.size)
+    except DiscoveryError as e:
+        print(f"run_tests.py: {e}", file=sys.stderr)
+        return 2
     runner = Runner(args)
-    tests = [t for t in TESTS if runner.hakmem or t.kind == "plain"]
+    tests = [t for t in all_tests if runner.hakmem or t.glibc]
     if args.names:
         tests = [t for t in tests if any(n in t.name for n in args.names)]
     if args.list:
         for t in tests:
-            print(f"{t.name:24} {t.kind:8} {t.prog}")
+            print(f"{t.name:24} {t.build:8} {t.path}")
         return 0
     if not runner.hakmem:
         print("allocator: glibc (the hakmem-only tests are left out)")
 
     width = max((len(t.name) for t in tests), default=0)
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
+    if args.make_list:
+        diff = compare_with_make(all_tests, runner.build, args.make_list)
+        status = "FAIL" if diff else "PASS"
+        counts[status] += 1
+        report(status, "discovery", width, 0.0, "make and the runner disagree" if diff else "",
+               "\n".join(diff), args.verbose)
     for t in tests:
         status, secs, note, out = runner.run(t)
         counts[status] += 1
-        line = f"{status}  {t.name:{width}}  {secs:7.2f}s"
-        if note:
-            line += f"  ({note})"
-        print(line, flush=True)
-        if out and (status == "FAIL" or args.verbose):
-            lines = out.rstrip("\n").split("\n")
-            if len(lines) > 80 and not args.verbose:
-                lines = [f"... ({len(lines) - 80} lines before)"] + lines[-80:]
-            print("\n".join("    | " + l for l in lines), flush=True)
+        report(status, t.name, width, secs, note, out, args.verbose)
 
     summary = f"{counts['PASS']} passed, {counts['FAIL']} failed"
     if counts["SKIP"]:

@@ -6,11 +6,13 @@
  * hakmem has memory, one page per 256 MiB), so a lookup is one load after one
  * bound check.  It covers the addresses below a ceiling:
  * - the whole user address space (2 GiB of address space for the 47 bits of
- *   x86-64, 4 GiB for 48-bit arm64) when the process may reserve that much;
+ *   x86-64, 4 GiB for 48-bit arm64), where the kernel and sanitizers put
+ *   their mappings;
  * - under an address-space limit (RLIMIT_AS) or strict overcommit
  *   (vm.overcommit_memory=2), where reserving gigabytes is not free, a
  *   window at the bottom of the address space: 8 times the limit, or 1 TiB;
  *   hakmem then places its own mappings below the ceiling (os.c).
+ * A program that lowers RLIMIT_AS after start-up must leave room for the map.
  * Before set-up it covers one unit, NULL's, with the static zero byte, so
  * that even a free(NULL) before anything else finds it. */
 #include <fcntl.h>

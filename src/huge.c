@@ -215,7 +215,7 @@ static void *shared_alloc(unsigned n, size_t alignment, bool zero, size_t size) 
  * huge_lock held. */
 static void *jumbo_alloc(size_t size, size_t alignment, bool zero) {
   size_t offset = hk_max(hk_min(alignment, HK_REGION_SIZE), HK_GRANULE);
-  size_t total = offset + hk_align_up(size, hk_os_page_size());
+  size_t total = offset + hk_align_up(hk_max(size, 1), hk_os_page_size());  /* a block within its mapping */
   if (offset == HK_GRANULE) {
     for (hk_region_t *r = jumbo_cache; r; r = r->next) {
       size_t cap = r->size - r->offset;
@@ -269,10 +269,21 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   }
   size += HK_GUARD;
   size_t n = hk_max(granules(size), 1);
-  pthread_mutex_lock(&huge_lock);
-  void *p = fits_region(n, alignment) ? shared_alloc((unsigned)n, alignment, zero, size)
-                                      : jumbo_alloc(size, alignment, zero);
-  if (p) {
+  void *p;
+  /* Out of address space or memory: what is free and still mapped goes
+   * back (malloc_trim), and one more try. */
+  for (int tries = 0; tries < 2; tries++) {
+    pthread_mutex_lock(&huge_lock);
+    p = fits_region(n, alignment) ? shared_alloc((unsigned)n, alignment, zero, size)
+                                  : jumbo_alloc(size, alignment, zero);
+    if (p) break;
+    pthread_mutex_unlock(&huge_lock);
+    if (tries || !hk_purge_all()) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  {
     mark(p, HK_MAP_HUGE);
     guard(region_of(p), p, true);
     live_blocks++;
@@ -281,7 +292,6 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   }
   pthread_mutex_unlock(&huge_lock);
   hk_purge_poll();
-  if (!p) errno = ENOMEM;
   return p;
 }
 

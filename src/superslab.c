@@ -72,10 +72,10 @@ static hk_superslab_t *superslab_map(hk_arena_t *a) {
   return ss;
 }
 
-/* Finds a run of units for a slab: the one needing the fewest fresh pages,
- * partly used SuperSlabs first on a tie, else in a new mapping; moves the
- * SuperSlab to the right list.  Called with the arena's lock held. */
-static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit) {
+/* Finds a run of units for a slab in the arena's SuperSlabs: the one needing
+ * the fewest fresh pages, partly used SuperSlabs first on a tie; NULL if
+ * none has room.  Called with the arena's lock held. */
+static hk_superslab_t *find_units(hk_arena_t *a, unsigned units, int *unit) {
   hk_superslab_t *ss = NULL;
   unsigned best = units + 1, cold;
   hk_superslab_t *lists[2] = {a->partial, a->empty};
@@ -85,9 +85,17 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit) {
       if (u >= 0 && cold < best) ss = s, *unit = u, best = cold;
     }
   }
+  return ss;
+}
+
+/* Takes a run of units for a slab, in the arena's SuperSlabs or, if
+ * `may_map`, in a new one; moves the SuperSlab to the right list.  Called
+ * with the arena's lock held. */
+static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool may_map) {
+  unsigned cold;
+  hk_superslab_t *ss = find_units(a, units, unit);
   if (!ss) {
-    ss = superslab_map(a);
-    if (!ss) return NULL;
+    if (!may_map || !(ss = superslab_map(a))) return NULL;
     *unit = hk_find_run(~ss->used, 0, units, ~0ull, &cold);
     hk_list_push(&a->partial, ss);
   } else if (ss->used == HK_SS_RESERVED) {
@@ -111,8 +119,20 @@ hk_slab_t *hk_slab_new(unsigned cls) {
   hk_arena_t *a = &arenas[hk_tc.arena];
   int unit;
   pthread_mutex_lock(&a->lock);
-  hk_superslab_t *ss = take_units(a, ci->units, &unit);
+  hk_superslab_t *ss = take_units(a, ci->units, &unit, false);
   pthread_mutex_unlock(&a->lock);
+  /* Before the process grows: free units of the other arenas. */
+  for (unsigned i = 1; !ss && i < narenas; i++) {
+    hk_arena_t *other = &arenas[(hk_tc.arena + i) % narenas];
+    pthread_mutex_lock(&other->lock);
+    ss = take_units(other, ci->units, &unit, false);
+    pthread_mutex_unlock(&other->lock);
+  }
+  if (!ss) {
+    pthread_mutex_lock(&a->lock);
+    ss = take_units(a, ci->units, &unit, true);
+    pthread_mutex_unlock(&a->lock);
+  }
   if (!ss) return NULL;
 
   for (unsigned i = 0; i < ci->units; i++) ss->head_unit[unit + i] = (uint8_t)unit;

@@ -69,9 +69,12 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
   tc->front[cls].misses++;
   set_cap(tc, cls, hk_min(tc->cap[cls] * 2, (int)hk_classes[cls].cap));
   void *chain;
-  unsigned n = take(tc, cls, hk_min(hk_classes[cls].batch, (unsigned)tc->cap[cls] + 1), &chain);
+  unsigned want = hk_min(hk_classes[cls].batch, (unsigned)tc->cap[cls] + 1);
+  unsigned n = take(tc, cls, want, &chain);
   hk_purge_poll();
-  if (hk_unlikely(n == 0)) {
+  /* Out of address space or memory: what is free and still mapped goes
+   * back (malloc_trim), and one more try. */
+  if (hk_unlikely(n == 0) && (!hk_purge_all() || !(n = take(tc, cls, want, &chain)))) {
     errno = ENOMEM;
     return NULL;
   }

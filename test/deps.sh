@@ -14,10 +14,19 @@ command -v git >/dev/null 2>&1 || need git
 command -v g++ >/dev/null 2>&1 || need g++
 command -v setarch >/dev/null 2>&1 || need util-linux
 command -v sort >/dev/null 2>&1 || need coreutils
+command -v sqlite3 >/dev/null 2>&1 || need sqlite3
 command -v cmake >/dev/null 2>&1 || need cmake
 command -v pkg-config >/dev/null 2>&1 || need pkg-config
 command -v man >/dev/null 2>&1 || need man-db
 command -v readelf >/dev/null 2>&1 || need binutils
+
+# Debian's python3 and its own regression tests (test/apps/cpython.py).
+if [ -x /usr/bin/python3 ]; then
+  /usr/bin/python3 -c 'import test.test_dict' >/dev/null 2>&1 ||
+    need "libpython$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')-testsuite"
+else
+  need python3
+fi
 
 # gcc's sanitizer runtimes (the link-time .so is a symlink to them).
 cc=${CC:-cc}
@@ -26,6 +35,11 @@ for pair in asan:libasan8 tsan:libtsan2 ubsan:libubsan1; do
   lib=$($cc -print-file-name="lib$rt.so" 2>/dev/null)
   [ -e "$lib" ] || need "$pkg"
 done
+
+# clang's libFuzzer, for the fuzz targets.
+fuzz_cc=${FUZZ_CC:-clang}
+lib=$($fuzz_cc -print-file-name="libclang_rt.fuzzer-$(uname -m).a" 2>/dev/null)
+[ -e "$lib" ] || need "clang libclang-rt-dev"
 
 [ -z "$missing" ] && exit 0
 

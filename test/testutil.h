@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Code shared by the hakmem tests: CHECK macros, a seeded random number
  * generator, byte patterns to fill and verify blocks, running a function in a
- * child process, and finding out which allocator the process is using.
+ * child process or the program itself under an address-space limit, and
+ * finding out which allocator the process is using.
  *
  * A test program exits 0 when it passes; a failed CHECK prints the file, line
  * and expression and aborts.  scripts/run_tests.py sets
@@ -20,10 +21,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -384,6 +387,35 @@ static inline const char *describe_status(int status) {
   else
     snprintf(buf, sizeof buf, "status 0x%x", status);
   return buf;
+}
+
+/* ---- a limited address space --------------------------------------------- */
+
+/* The option a program given to run_self_under_as_limit() runs with. */
+#define UNDER_AS_LIMIT "--under-as-limit"
+
+static inline void exec_self_under_as_limit_(void *arg) {
+  struct rlimit lim;
+  char *const argv[] = {(char *)"self", (char *)UNDER_AS_LIMIT, NULL};
+  CHECK(getrlimit(RLIMIT_AS, &lim) == 0);
+  lim.rlim_cur = *(const rlim_t *)arg;
+  CHECK(setrlimit(RLIMIT_AS, &lim) == 0);
+  execv("/proc/self/exe", argv);
+  fprintf(stderr, "execv: %s\n", strerror(errno));
+  _exit(127);
+}
+
+/* Runs this program again, with the argument UNDER_AS_LIMIT, under
+ * RLIMIT_AS = limit set before exec, so that the limit holds from the
+ * allocator's start-up on.  Fails, showing the program's stderr, unless it
+ * exits 0 within timeout seconds. */
+static inline void run_self_under_as_limit(rlim_t limit, unsigned timeout) {
+  child_result_t res;
+  run_in_child(exec_self_under_as_limit_, &limit, timeout, &res);
+  if (res.err[0]) fprintf(stderr, "stderr of the limited process:\n%s", res.err);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0,
+            "the process started under RLIMIT_AS = %llu MiB %s",
+            (unsigned long long)(limit >> 20), describe_status(res.status));
 }
 
 /* ---- a queue of blocks between threads ------------------------------------ */

@@ -1,11 +1,12 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
+# test-needs: bash
 # bash -c with hakmem preloaded: loops filling indexed and associative arrays,
 # string building and splitting, command substitution and pipelines (child
 # processes inherit the preload).  The results are checked against values
 # computed independently, and against a run without hakmem.
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "$0")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 cat > "$work/work.sh" <<'SH'
 declare -A h

@@ -4,8 +4,8 @@
 # NAME=PATH under its name and records its file in the report, and refuses
 # a path that is not a preloadable shared object; scripts/compare tells a
 # real difference between two result directories from noise.
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "$0")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(dirname "$HAKMEM_LIB")

@@ -5,8 +5,8 @@
 # programs, one linked with hakmem::hakmem and one with hakmem::hakmem-static;
 # both must allocate with hakmem, also once the staged installation has been
 # moved elsewhere.  find_package rejects a version of another major number.
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "$0")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 fail() { echo "$*"; exit 1; }

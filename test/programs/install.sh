@@ -5,8 +5,8 @@
 # links, hakmem.pc, the launcher and the man pages say where they are; a
 # program compiled with pkg-config's flags runs on hakmem; a second install
 # with another PREFIX writes a hakmem.pc of its own; uninstall removes it all.
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "$0")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 part() { sed -n "s/^#define HAKMEM_VERSION_$1 \([0-9][0-9]*\)\$/\1/p" "$root/include/hakmem.h"; }

@@ -4,8 +4,8 @@
 # preloaded in front of the LD_PRELOAD it had, --profile and --stats set
 # their variables, --hardened preloads the hardened build or refuses to run
 # without it, and bad usage exits 2 without running anything.
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "$0")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 build=$(dirname "$HAKMEM_LIB")
 launcher=$build/hakmem

@@ -1,9 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
+# test-needs: ls
 # ls(1) with hakmem preloaded: long listings of /usr/lib, /usr/bin and,
 # recursively, /usr/share/doc, compared with the same listings without it.
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "$0")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 for args in "-la /usr/lib" "-la /usr/bin" "-laR /usr/share/doc" "-lS --color=always /usr/lib/x86_64-linux-gnu"; do
   # shellcheck disable=SC2086  # the arguments are meant to be split

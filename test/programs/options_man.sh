@@ -4,8 +4,8 @@
 # from the README's options table: a table with more columns than three,
 # markdown and characters roff would take for its own, a page that renders
 # without warnings; and errors for a README without a usable table.
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "$0")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 fail() { echo "$*"; exit 1; }

@@ -1,11 +1,12 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
+# test-needs: python3
 # python3 with hakmem preloaded: dicts, lists, strings, JSON and a large
 # buffer, once with Python's own small-object allocator and once with every
 # allocation going to malloc (PYTHONMALLOC=malloc).  The script checks its
 # results itself, and prints digests compared with a run without hakmem.
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "$0")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 cat > "$work/work.py" <<'PY'
 import hashlib, json, random, sys

@@ -1,10 +1,11 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
+# test-needs: sort python3
 # sort(1) with hakmem preloaded, on a generated file of 200000 lines, with
 # several key options, and in parallel with a small buffer (threads and
 # temporary files); compared with the same sorts without hakmem.
-# shellcheck source-path=SCRIPTDIR source=common.sh
-. "$(dirname "$0")/common.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 python3 - "$work/input" <<'PY'
 import random, sys

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test-builds: observe */
 /* hakmem only.  The statistics say what the program did: hak_stats_get's
  * figures move by exactly what the test allocates and frees (blocks in use
  * per class, huge blocks), other threads' caches are seen, the OS-call counts

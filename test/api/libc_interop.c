@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test-builds: static */
 /* libc functions that allocate or free for the caller go through the
  * allocator under test, and their blocks mix with the program's: strdup,
  * asprintf, getline/getdelim (which realloc the caller's buffer),

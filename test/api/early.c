@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* test-builds: static */
+/* test-run: preload_first LD_PRELOAD={test}/libearly.so:{lib} */
 /* Early and unusual callers.  libearly.so, linked to this program, allocates
  * in its constructor before main(); main() frees a block from it; it frees
  * one in its destructor after main() returns, as does an atexit handler.

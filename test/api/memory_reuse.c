@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test-env: HAKMEM_PURGE_DELAY_MS=0 */
 /* Freed memory is reused across size classes and size ranges: 256 MiB of
  * 1000-byte blocks are allocated and freed (in a scrambled order, as real
  * programs do), then 256 MiB of 3000-byte blocks, of 200 KB blocks and of

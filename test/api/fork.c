@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test-builds: static standard */
 /* fork from a multi-threaded process: while worker threads allocate and free
  * in a loop (small, large and huge blocks, some freed across threads), the
  * main thread forks again and again.  Each child must be able to malloc,

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test-builds: static */
 /* A program started under an address-space limit (`ulimit -v`, as build
  * farms, judges and some CI runners set) can allocate.  The test runs itself
  * again with RLIMIT_AS at 1 GiB set before exec, so the limit holds from the
@@ -62,27 +63,10 @@ static int limited(void) {
   return 0;
 }
 
-static void exec_limited(void *arg) {
-  struct rlimit lim;
-  char *const argv[] = {(char *)arg, (char *)"--limited", NULL};
-  CHECK(getrlimit(RLIMIT_AS, &lim) == 0);
-  lim.rlim_cur = LIMIT;
-  CHECK(setrlimit(RLIMIT_AS, &lim) == 0);
-  execv("/proc/self/exe", argv);
-  fprintf(stderr, "execv: %s\n", strerror(errno));
-  _exit(127);
-}
-
-static void started_under_limit(void) {
-  child_result_t res;
-  run_in_child(exec_limited, (void *)"address_space_limit", 60, &res);
-  if (res.err[0]) fprintf(stderr, "stderr of the limited process:\n%s", res.err);
-  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0,
-            "the process started under RLIMIT_AS = 1 GiB %s", describe_status(res.status));
-}
+static void started_under_limit(void) { run_self_under_as_limit(LIMIT, 60); }
 
 int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--limited") == 0) return limited();
+  if (argc > 1 && strcmp(argv[1], UNDER_AS_LIMIT) == 0) return limited();
   test_init();
   RUN(started_under_limit);
   return 0;

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test-builds: ubsan asan */
 /* hakmem only: the prefixed API (hak_*), every function of hakmem.h, called
  * directly.  Content checks through all the realloc paths (in place, small to
  * small, small to huge, huge to huge growing and shrinking, huge to small),

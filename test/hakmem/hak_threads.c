@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* test-builds: asan tsan */
+/* test-timeout: 180 */
 /* hakmem only: the prefixed API from many threads.  Producers allocate with
  * hak_malloc/hak_calloc/hak_aligned_alloc and pass blocks through queues to
  * consumers that verify, hak_realloc and hak_free them; threads swap blocks

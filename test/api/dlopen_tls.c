@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test-builds: static */
 /* Thread-local storage of a dlopen'ed library: glibc allocates each thread's
  * block with malloc (on the thread's first access) and frees it with free
  * (at thread exit, and at dlclose), so these calls go through the allocator

@@ -4,7 +4,7 @@
  * posix_memalign, aligned_alloc and memalign honour every power of two from
  * 8 bytes to 4 MiB with several sizes, and a few up to 64 MiB.  The aligned blocks are live together
  * and pattern-checked (no overlap), and work with malloc_usable_size, realloc
- * and free. */
+ * and free; so do blocks of size 0, with every alignment up to 64 MiB. */
 #include "testutil.h"
 
 #include <malloc.h>
@@ -185,6 +185,26 @@ static void very_large_alignments(void) {
     }
 }
 
+/* Size 0 with every alignment: blocks like any other, distinct, that realloc
+ * grows and free releases (malloc_usable_size may say 0). */
+static void zero_size_aligned_blocks(void) {
+  size_t align;
+  int kind;
+  for (align = 8; align <= ((size_t)64 << 20); align *= 2)
+    for (kind = 0; kind < ALLOC_KINDS; kind++) {
+      unsigned char *p = alloc_aligned(kind, align, 0), *q = alloc_aligned(kind, align, 0), *r;
+      CHECK_MSG(p != q, "%s(%zu, 0) returned %p twice", kind_name[kind], align, (void *)p);
+      r = realloc(p, 100);
+      CHECK_MSG(r != NULL, "realloc(%s(%zu, 0), 100) failed", kind_name[kind], align);
+      CHECK_ALIGNED(r, 16);
+      fill_pattern(r, 100, align);
+      CHECK(malloc_usable_size(r) >= 100);
+      CHECK_PATTERN(r, 100, align);
+      free(r);
+      free(q);
+    }
+}
+
 /* Aligned blocks interleaved with plain ones, so that the aligned ones come
  * from already used memory as well. */
 static void aligned_mixed_with_malloc(void) {
@@ -224,5 +244,6 @@ int main(void) {
   RUN(aligned_allocations);
   RUN(very_large_alignments);
   RUN(aligned_mixed_with_malloc);
+  RUN(zero_size_aligned_blocks);
   return 0;
 }

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test-builds: hardened */
 /* hakmem only.  Misuse is caught: each case runs in a child process, which
  * must die of SIGABRT with hakmem's one-line message on stderr, naming the
  * pointer: double frees (at once, after other frees, of blocks of every size

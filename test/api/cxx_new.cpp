@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+// test-builds: static
 // C++ allocation: operator new and delete in all their forms (plain, array,
 // sized, aligned with std::align_val_t, nothrow); an impossible size throws
 // std::bad_alloc or, nothrow, returns nullptr; the new_handler is called and

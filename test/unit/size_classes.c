@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/* Size classes (src/size_class.c): every size from 1 to HK_CLASS_MAX maps to
+ * the smallest class that holds it, and the fast path's table agrees with
+ * the arithmetic for every size it serves; class sizes increase strictly in
+ * steps that bound the rounding loss as internal.h says; each class's slab
+ * geometry and thread-cache sizing follow the rules size_class.c states. */
+#include "unit.h"
+
+static const hk_class_info_t *info(unsigned c) { return &hk_classes[c]; }
+
+/* 16..256 B in steps of 16, then 8 classes per doubling up to 1 MiB. */
+UNIT_TEST(class_sizes_increase_to_the_largest) {
+  unsigned c;
+  hk_size_classes_init();
+  CHECK_EQ(info(1)->size, 16);
+  CHECK_EQ(info(HK_NCLASS)->size, HK_CLASS_MAX);
+  for (c = 1; c <= HK_NCLASS; c++) {
+    uint32_t size = info(c)->size, prev = c > 1 ? info(c - 1)->size : 0;
+    CHECK_MSG((size & 15) == 0, "class %u: size %u is not a multiple of 16", c, size);
+    CHECK_MSG(size > prev, "class %u: size %u after %u", c, size, prev);
+    if (size <= 256)
+      CHECK_MSG(size - prev == 16, "class %u: step %u below 256 B", c, size - prev);
+    else
+      CHECK_MSG((size - prev) * 8 <= prev, "class %u: step %u from %u is more than 1/8", c,
+                size - prev, prev);
+  }
+}
+
+/* The smallest class that holds n, for every n; at most 15 bytes lost below
+ * 256 B, less than 1/8 of the block above. */
+UNIT_TEST(every_size_maps_to_the_smallest_class_that_holds_it) {
+  size_t n;
+  hk_size_classes_init();
+  for (n = 1; n <= HK_CLASS_MAX; n++) {
+    unsigned c = hk_size_to_class(n);
+    size_t size;
+    CHECK_MSG(c >= 1 && c <= HK_NCLASS, "size %zu: class %u", n, c);
+    size = info(c)->size;
+    CHECK_MSG(size >= n, "size %zu: class %u holds only %zu", n, c, size);
+    CHECK_MSG(c == 1 || info(c - 1)->size < n, "size %zu: class %u, but class %u (%u) holds it", n,
+              c, c - 1, info(c - 1)->size);
+    if (n <= 256)
+      CHECK_MSG(size - n < 16, "size %zu: %zu bytes lost", n, size - n);
+    else
+      CHECK_MSG((size - n) * 8 < size, "size %zu: %zu of %zu bytes lost", n, size - n, size);
+  }
+}
+
+/* The malloc fast path looks sizes up to HK_TABLE_MAX in hk_class_table,
+ * indexed by the size; size 0 is served as size 1. */
+UNIT_TEST(fast_path_table_agrees_with_the_arithmetic) {
+  size_t n;
+  hk_size_classes_init();
+  CHECK_EQ(sizeof hk_class_table, HK_TABLE_MAX + 1);
+  for (n = 0; n <= HK_TABLE_MAX; n++) {
+    unsigned want = hk_size_to_class(n ? n : 1), have = hk_class_table[n];
+    CHECK_MSG(have == want, "size %zu: table says class %u, hk_size_to_class %u", n, have, want);
+  }
+}
+
+/* A slab holds as many blocks as fit in its units.  Small classes take one
+ * unit (so that a block boundary is an offset in the unit); large classes
+ * hold one block in the units it needs.  The boundary check's constant says
+ * exactly which offsets in a unit start a block. */
+UNIT_TEST(slab_geometry) {
+  unsigned c;
+  hk_size_classes_init();
+  uint32_t magic[256] = {0};
+  hk_class_magic_fill(magic);
+  for (c = 1; c <= HK_NCLASS; c++) {
+    size_t size = info(c)->size, units = info(c)->units, cap = info(c)->capacity;
+    size_t bytes = units * HK_UNIT_SIZE;
+    CHECK_MSG(cap >= 1 && cap * size <= bytes && (cap + 1) * size > bytes,
+              "class %u (%zu B): %zu blocks in %zu units", c, size, cap, units);
+    CHECK_EQ(hk_class_is_large(c), size > HK_LARGE_MIN);
+    if (hk_class_is_large(c))
+      CHECK_MSG(cap == 1 && units == (size + HK_UNIT_SIZE - 1) / HK_UNIT_SIZE,
+                "large class %u (%zu B): %zu blocks in %zu units", c, size, cap, units);
+    else
+      CHECK_MSG(units == 1, "class %u (%zu B): %zu units", c, size, units);
+    for (uint32_t off = 0; off < HK_UNIT_SIZE; off++) {
+      int starts = off % size == 0, passes = (uint32_t)(off * magic[c]) < magic[c];
+      CHECK_MSG(starts == passes, "class %u (%zu B), offset %u: boundary %d, check %d", c, size, off, starts, passes);
+    }
+  }
+  for (c = HK_NCLASS + 1; c < 256; c++) CHECK_EQ(magic[c], 0);
+  CHECK_EQ(magic[0], 0);
+}
+
+/* Per thread and class: 16..512 blocks (at most 64 KiB) up to 1 KiB, as many
+ * as fit in 128 KiB up to HK_LARGE_MIN, no count for large classes.  A
+ * refill moves at most half a cache and about 8 KiB (2 blocks at least). */
+UNIT_TEST(thread_cache_capacities_and_batches) {
+  unsigned c;
+  hk_size_classes_init();
+  for (c = 1; c <= HK_NCLASS; c++) {
+    size_t size = info(c)->size, batch = info(c)->batch;
+    long cap = info(c)->cap;
+    if (size <= 1024)
+      CHECK_MSG(cap >= 16 && cap <= 512 && (size_t)cap * size <= 64 * 1024,
+                "class %u (%zu B): cache of %ld blocks", c, size, cap);
+    else if (size <= HK_LARGE_MIN)
+      CHECK_MSG(cap >= 4 && (size_t)cap * size <= 128 * 1024 && (size_t)(cap + 1) * size > 128 * 1024,
+                "class %u (%zu B): cache of %ld blocks", c, size, cap);
+    else
+      CHECK_MSG(cap == 0, "large class %u (%zu B): cache of %ld blocks", c, size, cap);
+    CHECK_MSG(batch >= 1 && batch <= (cap > 1 ? (size_t)cap / 2 : 1),
+              "class %u (%zu B): batch of %zu for a cache of %ld", c, size, batch, cap);
+    CHECK_MSG(batch * size <= 8192 || batch <= 2, "class %u (%zu B): batch of %zu blocks", c, size,
+              batch);
+  }
+}
