@@ -27,7 +27,7 @@ BENCH_OPTS = --build $(BUILD) \
 
 bench-programs: $(BENCH_BINS)
 
-$(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench.h bench/bench.mk
+$(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench.h bench/workload.h bench/bench.mk
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ -lm
 
