@@ -13,7 +13,7 @@
 PYTHON ?= python3
 
 BENCH_PROGRAMS := random_mixed fixed_size tiny_hot patterns mixed_large larson prodcons \
-                  big_blocks thread_churn memory_return
+                  big_blocks thread_churn memory_return soak
 BENCH_BINS     := $(BENCH_PROGRAMS:%=$(BUILD)/bench/%)
 BENCH_CFLAGS   := -std=gnu11 -O2 -g -pthread -Wall -Wextra
 
@@ -27,7 +27,7 @@ BENCH_OPTS = --build $(BUILD) \
 
 bench-programs: $(BENCH_BINS)
 
-$(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench.h bench/workload.h bench/bench.mk
+$(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench.h bench/workload.h include/hakmem.h bench/bench.mk
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ -lm
 
