@@ -48,3 +48,32 @@ def bar_chart(output, title, ylabel, rows, value, log=False, reference=None):
     )
     r = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
     return r.returncode == 0
+
+
+def line_chart(output, title, xlabel, panels, log=False, points=False):
+    """Draws `panels` one above the other, on the same x axis: each is
+    (ylabel, {series name: [(x, y), ...]}), one line per series.  Returns
+    False when gnuplot failed or there was nothing to draw."""
+    panels = [(ylabel, {n: pts for n, pts in series.items() if pts}) for ylabel, series in panels]
+    panels = [p for p in panels if p[1]]
+    if not panels:
+        return False
+    script = [
+        f'set terminal svg size 800,{120 + 300 * len(panels)} dynamic noenhanced font "sans,11" background "white"',
+        f'set output "{output}"',
+    ]
+    plots, blocks = [], 0
+    for ylabel, series in panels:
+        lines = []
+        for name, pts in series.items():
+            script += [f"$d{blocks} << EOD", *(f"{x:.6g} {y:.6g}" for x, y in pts), "EOD"]
+            lines.append(f'$d{blocks} using 1:2 with {"linespoints" if points else "lines"} title "{name}"')
+            blocks += 1
+        plots.append((ylabel, lines))
+    script += [f'set multiplot layout {len(panels)},1 title "{title}"', "set grid", "set key outside right",
+               f'set xlabel "{xlabel}"', "set logscale y" if log else "set yrange [0:*]"]
+    for ylabel, lines in plots:
+        script += [f'set ylabel "{ylabel}"', "plot " + ", ".join(lines)]
+    script += ["unset multiplot", ""]
+    r = subprocess.run(["gnuplot"], input="\n".join(script), text=True, capture_output=True)
+    return r.returncode == 0
