@@ -9,6 +9,8 @@
 #   make bench-smoke                   every benchmark once, tiny, hakmem and glibc
 #   make bench-callgrind               instructions per random_mixed iteration
 #   make ab A=main B=HEAD              A/B of two refs on random_mixed
+#   make soak DURATION=300 EPOCH=1 ALLOCATORS=hakmem,mimalloc [BENCH=larson]
+#                                      one long run per allocator, two side by side
 
 PYTHON ?= python3
 
@@ -23,7 +25,13 @@ BENCH_OPTS = --build $(BUILD) \
   $(if $(BENCHES),--benches $(BENCHES)) \
   $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
-.PHONY: bench-programs bench-smoke bench-callgrind ab
+SOAK_OPTS = --build $(BUILD) \
+  $(if $(DURATION),--duration $(DURATION)) \
+  $(if $(EPOCH),--epoch $(EPOCH)) \
+  $(if $(BENCH),--bench $(BENCH)) \
+  $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
+
+.PHONY: bench-programs bench-smoke bench-callgrind ab soak
 
 bench-programs: $(BENCH_BINS)
 
@@ -42,3 +50,6 @@ bench-callgrind: lib bench-programs
 
 ab:
 	$(PYTHON) scripts/ab --build $(BUILD) --refs $(or $(A),main) $(or $(B),HEAD) $(if $(RUNS),--runs $(RUNS))
+
+soak: lib bench-programs
+	$(PYTHON) scripts/soak $(SOAK_OPTS)
