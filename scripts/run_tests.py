@@ -135,6 +135,7 @@ TESTS = [
     script("options_doc", "test/programs/options_doc.sh", needs=("awk",)),
     script("bench_kit", "test/programs/bench_kit.sh", needs=("python3", "sha256sum")),
     script("soak", "test/programs/soak.sh", needs=("python3", "taskset")),
+    script("latency", "test/programs/latency.sh", needs=("python3",)),
     # What a release ships besides the library.
     script("release", "test/programs/release.sh"),
     script("launcher", "test/programs/launcher.sh"),
