@@ -11,6 +11,7 @@
 #   make ab A=main B=HEAD              A/B of two refs on random_mixed
 #   make soak DURATION=300 EPOCH=1 ALLOCATORS=hakmem,mimalloc [BENCH=larson]
 #                                      one long run per allocator, two side by side
+#   make scorecard [QUICK=1]           everything measured afresh into docs/SCORECARD.md
 
 PYTHON ?= python3
 
@@ -31,7 +32,12 @@ SOAK_OPTS = --build $(BUILD) \
   $(if $(BENCH),--bench $(BENCH)) \
   $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
-.PHONY: bench-programs bench-smoke bench-callgrind ab soak
+SCORECARD_OPTS = --build $(BUILD) \
+  $(if $(filter-out 0,$(QUICK)),--quick) \
+  $(if $(RUNS),--runs $(RUNS)) \
+  $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
+
+.PHONY: bench-programs bench-smoke bench-callgrind ab soak scorecard
 
 bench-programs: $(BENCH_BINS)
 
@@ -53,3 +59,6 @@ ab:
 
 soak: lib bench-programs
 	$(PYTHON) scripts/soak $(SOAK_OPTS)
+
+scorecard: lib bench-programs
+	$(PYTHON) scripts/scorecard $(SCORECARD_OPTS)

@@ -136,6 +136,7 @@ TESTS = [
     script("bench_kit", "test/programs/bench_kit.sh", needs=("python3", "sha256sum")),
     script("soak", "test/programs/soak.sh", needs=("python3", "taskset")),
     script("latency", "test/programs/latency.sh", needs=("python3",)),
+    script("scorecard", "test/programs/scorecard.sh", needs=("python3", "taskset")),
     # What a release ships besides the library.
     script("release", "test/programs/release.sh"),
     script("launcher", "test/programs/launcher.sh"),
