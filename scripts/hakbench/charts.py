@@ -27,10 +27,10 @@ plot for [i=2:{last}] $data using i:xtic(1) title columnheader(i)
 """
 
 
-def bar_chart(output, title, ylabel, rows, value, log=False, reference=None):
+def bar_chart(output, title, ylabel, rows, value, log=False, reference=None, ymin=None):
     """Draws value(row) for each benchmark and allocator in `rows`, with a
-    dashed line at y = reference if given; skips rows where value is None.
-    Returns False when gnuplot failed."""
+    dashed line at y = reference if given, the y axis from ymin if given;
+    skips rows where value is None.  Returns False when gnuplot failed."""
     benches = list(dict.fromkeys(r["bench"] for r in rows))
     allocs = list(dict.fromkeys(r["allocator"] for r in rows))
     table = {(r["bench"], r["allocator"]): value(r) for r in rows}
@@ -41,7 +41,7 @@ def bar_chart(output, title, ylabel, rows, value, log=False, reference=None):
     script = GNUPLOT.format(
         width=max(640, 90 * len(benches) * max(1, len(allocs)) // 3),
         output=output, title=title, ylabel=ylabel,
-        logscale="set logscale y" if log else "", ymin="*" if log else 0,
+        logscale="set logscale y" if log else "", ymin=ymin if ymin is not None else "*" if log else 0,
         reference="" if reference is None else
         f"set arrow from graph 0, first {reference} to graph 1, first {reference} nohead dashtype 2",
         data="\n".join(lines), last=len(allocs) + 1,

@@ -124,10 +124,10 @@ def write(out, command, results, chart=True):
     """latency.csv and, with `chart`, latency.svg by gnuplot: its name, or
     None."""
     report.write_csv(os.path.join(out, "latency.csv"), CSV_COLUMNS, rows(command, results))
-    bars = [{"bench": f"{workload} {label}", "allocator": name, "ns": h.percentile(q)}
+    bars = [{"bench": f"{workload}-{label}", "allocator": name, "ns": h.percentile(q)}
             for workload, by_alloc in results.items() for label, q in PERCENTILES[2:]
             for name, h in by_alloc.items()]
     ok = chart and bars and charts.bar_chart(os.path.join(out, "latency.svg"),
                                    "Sampled malloc/free latency (lower is better)", "ns", bars,
-                                   lambda r: r["ns"] or None, log=True)
+                                   lambda r: r["ns"] or None, log=True, ymin=1)
     return "latency.svg" if ok else None
