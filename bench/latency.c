@@ -54,9 +54,18 @@ static uint64_t overhead_ns, resolution_ns;
 
 #if defined(__x86_64__)
 #define TIMER "tsc"
+/* Fenced: the call timed neither starts before the first read nor ends
+ * after the second. */
 static inline uint64_t ticks(void) {
   uint32_t lo, hi;
   __asm__ volatile("lfence\n\trdtsc\n\tlfence" : "=a"(lo), "=d"(hi)::"memory");
+  return (uint64_t)hi << 32 | lo;
+}
+
+/* Unfenced, to see the counter's steps. */
+static inline uint64_t raw_ticks(void) {
+  uint32_t lo, hi;
+  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
   return (uint64_t)hi << 32 | lo;
 }
 #else
@@ -66,6 +75,8 @@ static inline uint64_t ticks(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+static inline uint64_t raw_ticks(void) { return ticks(); }
 #endif
 
 /* Bucket of a value: exact below 8, then 8 buckets per power of two. */
@@ -147,8 +158,8 @@ static int compare_u64(const void *a, const void *b) {
 
 /* Nanoseconds per tick, from the ticks and CLOCK_MONOTONIC over 20 ms; the
  * cost of an empty timed pair (the median of 4096); the timer's resolution,
- * the smallest difference two reads show (a counter that moves in steps of
- * 10 ns makes every sample a multiple of 10 ns). */
+ * the smallest step it takes (a counter that moves in steps of 10 ns makes
+ * every sample a multiple of 10 ns). */
 static void calibrate(void) {
   double c0 = now_sec();
   uint64_t k0 = ticks();
@@ -168,11 +179,11 @@ static void calibrate(void) {
   /* the smallest step the counter takes */
   uint64_t step = UINT64_MAX;
   for (int i = 0; i < PAIRS; i++) {
-    uint64_t a = ticks(), b;
-    while ((b = ticks()) == a) {}
+    uint64_t a = raw_ticks(), b;
+    while ((b = raw_ticks()) == a) {}
     if (b > a && b - a < step) step = b - a;
   }
-  resolution_ns = (uint64_t)ceil((double)step * ns_per_tick);
+  resolution_ns = (uint64_t)llround((double)step * ns_per_tick);
 }
 
 /* The value at quantile q (nearest rank) of the two histograms together. */
