@@ -308,11 +308,12 @@ def main():
         sys.exit("no allocator to run")
 
     m = measure(opts, benches, allocs, tools)
-    print(report.terminal_table(m.rows))
+    if m.rows:
+        print(report.terminal_table(m.rows))
     if m.returned:
         print("\n" + "\n".join(memreturn.markdown(*m.returned, None)[4:]))
     if m.latencies:
-        print("\nlatency: " + "\n".join(latency.markdown(*m.latencies, None)[2:]))
+        print("\nlatency " + "\n".join(latency.markdown(*m.latencies, None)[2:]))
     print(f"\nreport: {os.path.relpath(m.out, os.getcwd())}/report.md")
     if m.failures:
         print(f"\n{len(m.failures)} failed runs:\n" + "\n".join("  " + f for f in m.failures))
