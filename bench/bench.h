@@ -7,10 +7,12 @@
 #define BENCH_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *bench_usage_line;
 
@@ -70,6 +72,22 @@ static inline double now_sec(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The resident set of the process in KiB, or -1, read with raw system calls:
+ * not even stdio's buffers are allocated, so any moment may call it. */
+static inline long rss_kb(void) {
+  char buf[128];
+  int fd = open("/proc/self/statm", O_RDONLY);
+  ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+  if (fd >= 0) close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  long resident = 0;
+  const char *p = buf;
+  while (*p && *p != ' ') p++;
+  for (p++; *p >= '0' && *p <= '9'; p++) resident = resident * 10 + (*p - '0');
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
 __attribute__((noinline, cold, noreturn)) static void out_of_memory(size_t size) {

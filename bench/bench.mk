@@ -9,11 +9,14 @@
 #   make bench-smoke                   every benchmark once, tiny, hakmem and glibc
 #   make bench-callgrind               instructions per random_mixed iteration
 #   make ab A=main B=HEAD              A/B of two refs on random_mixed
+#   make soak DURATION=300 EPOCH=1 ALLOCATORS=hakmem,mimalloc [BENCH=larson]
+#                                      one long run per allocator, two side by side
+#   make scorecard [QUICK=1]           everything measured afresh into docs/SCORECARD.md
 
 PYTHON ?= python3
 
 BENCH_PROGRAMS := random_mixed fixed_size tiny_hot patterns mixed_large larson prodcons \
-                  big_blocks thread_churn memory_return
+                  big_blocks thread_churn memory_return soak latency
 BENCH_BINS     := $(BENCH_PROGRAMS:%=$(BUILD)/bench/%)
 BENCH_CFLAGS   := -std=gnu11 -O2 -g -pthread -Wall -Wextra
 
@@ -23,11 +26,22 @@ BENCH_OPTS = --build $(BUILD) \
   $(if $(BENCHES),--benches $(BENCHES)) \
   $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
-.PHONY: bench-programs bench-smoke bench-callgrind ab
+SOAK_OPTS = --build $(BUILD) \
+  $(if $(DURATION),--duration $(DURATION)) \
+  $(if $(EPOCH),--epoch $(EPOCH)) \
+  $(if $(BENCH),--bench $(BENCH)) \
+  $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
+
+SCORECARD_OPTS = --build $(BUILD) \
+  $(if $(filter-out 0,$(QUICK)),--quick) \
+  $(if $(RUNS),--runs $(RUNS)) \
+  $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
+
+.PHONY: bench-programs bench-smoke bench-callgrind ab soak scorecard
 
 bench-programs: $(BENCH_BINS)
 
-$(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench.h bench/bench.mk
+$(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench.h bench/workload.h include/hakmem.h bench/bench.mk
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ -lm
 
@@ -42,3 +56,9 @@ bench-callgrind: lib bench-programs
 
 ab:
 	$(PYTHON) scripts/ab --build $(BUILD) --refs $(or $(A),main) $(or $(B),HEAD) $(if $(RUNS),--runs $(RUNS))
+
+soak: lib bench-programs
+	$(PYTHON) scripts/soak $(SOAK_OPTS)
+
+scorecard: lib bench-programs
+	$(PYTHON) scripts/scorecard $(SCORECARD_OPTS)

@@ -9,26 +9,10 @@
  * time the RSS took to fall below 10 % of the peak (or -1) and the last
  * sample.  ops_per_sec is the malloc and free calls per second of the fill
  * and free phases. */
-#include <fcntl.h>
 #include <string.h>
 #include <math.h>
-#include <unistd.h>
 
 #include "bench.h"
-
-static long rss_kb(void) {
-  char buf[128];
-  int fd = open("/proc/self/statm", O_RDONLY);
-  ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-  if (fd >= 0) close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  long resident = 0;
-  const char *p = buf;
-  while (*p && *p != ' ') p++;
-  for (p++; *p >= '0' && *p <= '9'; p++) resident = resident * 10 + (*p - '0');
-  return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};

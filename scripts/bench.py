@@ -18,8 +18,9 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass
 
-from hakbench import allocators, callgrind, charts, machine, memreturn, report, runner, stats, suite
+from hakbench import allocators, callgrind, charts, latency, machine, memreturn, report, runner, stats, suite
 from hakbench.allocators import BASELINE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,7 +81,9 @@ def run_matrix(benches, allocs, opts, tools, progress):
             if not r.ok:
                 failed(bench, alloc, "strace run", r)
                 continue
-            os_calls[bench.name, alloc.name] = counts
+            # the malloc and free calls of that run, to count OS calls per call
+            os_calls[bench.name, alloc.name] = {
+                **counts, "traced_ops": round(sum(float(x["ops_per_sec"]) * float(x["seconds"]) for x in r.results))}
             own = runner.parse_fields(r.stderr, "[SS_OS_STATS]")
             if own:
                 self_stats[bench.name, alloc.name] = " ".join(f"{k}={v}" for k, v in own[-1].items())
@@ -109,7 +112,7 @@ def summarize(benches, allocs, opts, runs, os_calls, self_stats):
                 "median_wall_s": median_of(good, "wall"),
                 "median_maxrss_kb": median_of(good, "maxrss_kb"),
                 "median_minflt": median_of(good, "minflt"),
-                **{c: calls.get(c) for c in runner.OS_CALLS},
+                **{c: calls.get(c) for c in runner.OS_CALLS}, "traced_ops": calls.get("traced_ops"),
                 "hakmem_os_stats": self_stats.get((bench.name, alloc.name)),
             })
     base = {r["bench"]: r["median_ops_per_sec"] for r in rows if r["allocator"] == BASELINE}
@@ -145,29 +148,36 @@ def method(opts, tools):
     return "  ".join(text)
 
 
-def write_report(opts, allocs, rows, runs, failures, tools, returned):
+def write_report(opts, m):
+    """report.md, the CSV files and the charts of a measurement, in a new
+    directory under opts.out; returns its path."""
     stamp = time.strftime("%Y-%m-%d-%H%M%S")
     out = os.path.join(opts.out, stamp)
     os.makedirs(out)
-    report.write_csv(os.path.join(out, "results.csv"), report.COLUMNS, rows)
-    report.write_csv(os.path.join(out, "runs.csv"), report.RUN_COLUMNS, raw_rows(runs))
+    report.write_csv(os.path.join(out, "results.csv"), report.COLUMNS, m.rows)
+    report.write_csv(os.path.join(out, "runs.csv"), report.RUN_COLUMNS, raw_rows(m.runs))
+    drawn = "gnuplot" in m.tools
 
     chart_list = []
-    if "gnuplot" in tools:
-        if any(r[report.RATIO] for r in rows) and charts.bar_chart(
+    if drawn:
+        if any(r[report.RATIO] for r in m.rows) and charts.bar_chart(
                 os.path.join(out, "throughput.svg"), f"Throughput relative to {BASELINE} (median, higher is better)",
-                f"ops/s / {BASELINE} ops/s", rows, lambda r: r[report.RATIO], reference=1):
+                f"ops/s / {BASELINE} ops/s", m.rows, lambda r: r[report.RATIO], reference=1):
             chart_list.append(("throughput.svg", f"throughput relative to {BASELINE}"))
-        if charts.bar_chart(os.path.join(out, "rss.svg"), "Peak RSS (median, lower is better)", "MiB", rows,
+        if charts.bar_chart(os.path.join(out, "rss.svg"), "Peak RSS (median, lower is better)", "MiB", m.rows,
                             lambda r: r["median_maxrss_kb"] and r["median_maxrss_kb"] / 1024, log=True):
             chart_list.append(("rss.svg", "peak RSS"))
 
-    md = report.markdown(f"hakmem benchmarks {stamp}", machine.describe(ROOT, allocs), method(opts, tools), rows,
-                         chart_list, failures)
-    if returned:
-        command, results = returned
-        chart = memreturn.write(out, results) if "gnuplot" in tools else None
+    md = report.markdown(f"hakmem benchmarks {stamp}", machine.describe(ROOT, m.allocs), method(opts, m.tools),
+                         m.rows, chart_list, m.failures)
+    if m.returned:
+        command, results = m.returned
+        chart = memreturn.write(out, results) if drawn else None
         md += "\n" + "\n".join(memreturn.markdown(command, results, chart))
+    if m.latencies:
+        command, results = m.latencies
+        chart = latency.write(out, command, results, drawn)
+        md += "\n" + "\n".join(latency.markdown(command, results, chart))
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(md)
     return out
@@ -215,7 +225,7 @@ def instruction_counts(allocs, opts):
     return status
 
 
-def parse_args():
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="build directory (default build/)")
     p.add_argument("--runs", type=int, default=5, help="runs per benchmark and allocator (default 5)")
@@ -229,7 +239,7 @@ def parse_args():
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--smoke", action="store_true", help="each benchmark once, tiny, under hakmem and glibc")
     mode.add_argument("--callgrind", action="store_true", help="instructions per random_mixed iteration")
-    opts = p.parse_args()
+    opts = p.parse_args(argv)
     if opts.runs < 1:
         p.error("--runs must be at least 1")
     try:
@@ -240,6 +250,47 @@ def parse_args():
     if opts.timeout is None:
         opts.timeout = 600.0 if opts.size == "full" else 60.0
     return opts
+
+
+@dataclass
+class Measurement:
+    allocs: list
+    tools: set
+    rows: list  # results.csv's, one per benchmark and allocator
+    runs: dict  # {(bench, allocator): [Run]}
+    failures: list
+    returned: tuple | None  # (command, memreturn results) of the memory-return run
+    latencies: tuple | None  # (command, latency results) of the latency run
+    out: str = ""  # the report's directory
+
+
+def measure(opts, benches, allocs, tools):
+    """Runs the comparison (the timed matrix, then the memory-return and
+    latency runs of `benches`) and writes its report."""
+    timed = [b for b in benches if b not in suite.SECTIONS]
+    idle = suite.MEMORY_RETURN in benches
+    sampled = suite.LATENCY in benches
+    progress = Progress(len(timed) * len(allocs) * (opts.runs + ("strace" in tools))
+                        + idle * len(memreturn.contenders(allocs))
+                        + sampled * len(allocs) * min(opts.runs, latency.RUNS))
+    runs, os_calls, self_stats, failures = run_matrix(timed, allocs, opts, tools, progress)
+    returned = latencies = None
+    if idle:
+        args = suite.MEMORY_RETURN.args(opts.size)
+        results = memreturn.run([program(opts.build, suite.MEMORY_RETURN), *args], allocs, opts.timeout, progress)
+        failures += [f"memory_return under {n}: {r.status}" for n, (_, _, r) in results.items() if not r.ok]
+        returned = (" ".join(["memory_return", *args]), results)
+    if sampled:
+        args = suite.LATENCY.args(opts.size)
+        results, failed = latency.run([program(opts.build, suite.LATENCY), *args], allocs, opts.runs, opts.timeout,
+                                      progress)
+        failures += failed
+        latencies = (" ".join(["latency", *args]), results)
+    progress.close()
+    m = Measurement(allocs, tools, summarize(timed, allocs, opts, runs, os_calls, self_stats), runs, failures,
+                    returned, latencies)
+    m.out = write_report(opts, m)
+    return m
 
 
 def main():
@@ -256,26 +307,16 @@ def main():
     if not allocs:
         sys.exit("no allocator to run")
 
-    timed = [b for b in benches if b is not suite.MEMORY_RETURN]
-    idle = suite.MEMORY_RETURN in benches
-    progress = Progress(len(timed) * len(allocs) * (opts.runs + ("strace" in tools))
-                        + idle * len(memreturn.contenders(allocs)))
-    runs, os_calls, self_stats, failures = run_matrix(timed, allocs, opts, tools, progress)
-    returned = None
-    if idle:
-        argv = [program(opts.build, suite.MEMORY_RETURN), *suite.MEMORY_RETURN.args(opts.size)]
-        results = memreturn.run(argv, allocs, opts.timeout, progress)
-        failures += [f"memory_return under {n}: {r.status}" for n, (_, _, r) in results.items() if not r.ok]
-        returned = (" ".join(["memory_return", *suite.MEMORY_RETURN.args(opts.size)]), results)
-    progress.close()
-    rows = summarize(timed, allocs, opts, runs, os_calls, self_stats)
-    print(report.terminal_table(rows))
-    if returned:
-        print("\n" + "\n".join(memreturn.markdown(*returned, None)[4:]))
-    out = write_report(opts, allocs, rows, runs, failures, tools, returned)
-    print(f"\nreport: {os.path.relpath(out, os.getcwd())}/report.md")
-    if failures:
-        print(f"\n{len(failures)} failed runs:\n" + "\n".join("  " + f for f in failures))
+    m = measure(opts, benches, allocs, tools)
+    if m.rows:
+        print(report.terminal_table(m.rows))
+    if m.returned:
+        print("\n" + "\n".join(memreturn.markdown(*m.returned, None)[4:]))
+    if m.latencies:
+        print("\nlatency " + "\n".join(latency.markdown(*m.latencies, None)[2:]))
+    print(f"\nreport: {os.path.relpath(m.out, os.getcwd())}/report.md")
+    if m.failures:
+        print(f"\n{len(m.failures)} failed runs:\n" + "\n".join("  " + f for f in m.failures))
         return 1
     return 0
 

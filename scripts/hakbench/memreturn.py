@@ -5,9 +5,8 @@ other; the resident set it samples while idle becomes a table, a CSV file
 and a chart of RSS over time."""
 
 import os
-import subprocess
 
-from . import report, runner
+from . import charts, report, runner
 from .allocators import Allocator
 
 PROFILES = ("speed", "balanced", "lean")
@@ -80,20 +79,9 @@ def write(out, results):
             for name, (peak, samples, r) in results.items()
             for t, kb in [(0, peak.get("freed_kb"))] + samples if kb not in (None, "")]
     report.write_csv(os.path.join(out, "memory_return.csv"), CSV_COLUMNS, rows)
-    names = [n for n, (_, samples, r) in results.items() if r.ok and samples]
-    if not names:
-        return None
-    data = []
-    for i, n in enumerate(names):
-        data.append(f"$d_{i} << EOD")
-        data += [f"{row['t_ms'] / 1000} {int(row['rss_kb']) / 1024}" for row in rows if row["allocator"] == n]
-        data.append("EOD")
-    plots = ", ".join(f'$d_{i} using 1:2 with linespoints title "{n}"' for i, n in enumerate(names))
-    script = "\n".join([
-        'set terminal svg size 800,480 dynamic noenhanced font "sans,11" background "white"',
-        f'set output "{os.path.join(out, "memory_return.svg")}"',
-        'set title "RSS after freeing the peak, program idle (lower is better)"',
-        'set xlabel "seconds idle"', 'set ylabel "RSS MiB"', "set logscale y", "set grid",
-        "set key outside right", *data, f"plot {plots}", ""])
-    ok = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True).returncode == 0
+    series = {n: [(row["t_ms"] / 1000, int(row["rss_kb"]) / 1024) for row in rows if row["allocator"] == n]
+              for n, (_, samples, r) in results.items() if r.ok and samples}
+    ok = charts.line_chart(os.path.join(out, "memory_return.svg"),
+                           "RSS after freeing the peak, program idle (lower is better)", "seconds idle",
+                           [("RSS MiB", series)], log=True, points=True)
     return "memory_return.svg" if ok else None

@@ -12,7 +12,7 @@ COLUMNS = (
     "bench", "allocator", "command", "runs", "failed",
     "median_ops_per_sec", "mean_ops_per_sec", "cv_pct", f"ratio_to_{BASELINE}",
     "median_wall_s", "median_maxrss_kb", "median_minflt",
-    *OS_CALLS, "hakmem_os_stats",
+    *OS_CALLS, "traced_ops", "hakmem_os_stats",
 )
 RUN_COLUMNS = ("bench", "allocator", "run", "status", "ops_per_sec", "seconds",
                "wall_s", "maxrss_kb", "minflt")

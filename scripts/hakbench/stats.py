@@ -85,3 +85,12 @@ def mann_whitney(a, b):
         return RankTest(u, 1.0, False, min_p)
     z = max(0.0, abs(u - mean) - 0.5) / math.sqrt(var)
     return RankTest(u, math.erfc(z / math.sqrt(2)), False, min_p)
+
+
+def percentile(values, q):
+    """The value at quantile q (0 < q <= 1) of `values`, nearest rank: the
+    smallest value with at least q of them at or below it; None if empty."""
+    values = sorted(values)
+    if not values:
+        return None
+    return values[max(1, math.ceil(q * len(values))) - 1]

@@ -44,10 +44,18 @@ SUITE = (
 # idle, under each allocator and each hakmem profile (scripts/hakbench/memreturn.py).
 MEMORY_RETURN = Bench("memory_return", "memory_return", (1024, 5, 100), (256, 2, 100), (8, 0, 100))
 
+# Not a throughput benchmark either: the sampled time of single calls in
+# random_mixed and thread churn, a histogram per allocator (scripts/hakbench/latency.py).
+LATENCY = Bench("latency", "latency", ("all", 10000000, 1), ("all", 2000000, 1), ("all", 20000, 1))
+
+# The runs that are not timed like the others, each with a section of its own.
+SECTIONS = (MEMORY_RETURN, LATENCY)
+
+
 def select(selectors):
     """The benchmarks named, by row name or program name, in suite order (the
-    memory-return run last)."""
-    every = (*SUITE, MEMORY_RETURN)
+    memory-return and latency runs last)."""
+    every = (*SUITE, *SECTIONS)
     if not selectors:
         return list(every)
     known = {b.name for b in every} | {b.program for b in every}

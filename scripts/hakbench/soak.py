@@ -1,0 +1,193 @@
+# SPDX-License-Identifier: MIT
+"""Soak runs: bench/soak under each allocator for a long time, reported
+every epoch, and what the epochs say: stability of the throughput, drift of
+throughput and resident set from the start of the run to its end, the
+spread of the time per call from epoch to epoch, and the system calls that
+go on after the start.
+
+Allocators run two at a time, side by side, each pinned to a CPU of its
+own (taskset), so that whatever else the machine does hits both alike;
+more than two run in pairs, one pair after the other (an odd one out runs
+alone).  A machine with one CPU runs them one at a time."""
+
+import csv
+import os
+import threading
+import time
+
+from . import charts, report, runner, stats
+from .allocators import BASELINE
+
+WORKLOADS = ("random_mixed", "larson", "thread_churn")
+CSV_COLUMNS = ("allocator", "cpu", "epoch", "t_s", "ops", "ops_per_sec", "ns_per_op", "rss_kb", "minflt", "maps",
+               "mmap", "munmap", "madvise", "mremap", "mapped_kb")
+OS_CALLS = ("mmap", "munmap", "madvise", "mremap")  # counted by hakmem itself (hak_os_stats)
+SUMMARY_COLUMNS = ("allocator", "epochs", "mean_ops_per_sec", "cv_pct", "drift_pct", "rss_first_kb", "rss_last_kb",
+                   "rss_peak_kb", "rss_drift_pct", "ns_per_op_p50", "ns_per_op_p90", "ns_per_op_p99",
+                   "ns_per_op_p999", "minflt_after_first", "maps_first", "maps_last", "os_calls_after_first")
+PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
+
+# What a soak of hakmem beside mimalloc is held to: the resident set grows
+# by 1 % at most from the first fifth of the run to the last, the
+# throughput moves by 2 % at most, and varies from epoch to epoch no more
+# than the baseline's in the same run.
+RSS_DRIFT_MAX = 1.0
+DRIFT_MAX = 2.0
+
+
+def groups(allocs, cpus):
+    """The allocators in the groups that run together: pairs, or one at a
+    time on a single CPU."""
+    width = 2 if len(cpus) >= 2 else 1
+    return [allocs[i:i + width] for i in range(0, len(allocs), width)]
+
+
+def run(program, allocs, workload, duration, epoch, say):
+    """Runs `program workload duration epoch` under each allocator, pairs
+    side by side.  Returns {allocator name: (cpu, Run)}, in the order given."""
+    cpus = sorted(os.sched_getaffinity(0))
+    argv = [program, workload, f"{duration:g}", f"{epoch:g}"]
+    timeout = duration + 120
+    results = {}
+    for n, group in enumerate(groups(allocs, cpus), 1):
+        side = " beside ".join(f"{a.name} (CPU {cpus[k]})" for k, a in enumerate(group))
+        until = time.strftime("%H:%M:%S", time.localtime(time.time() + duration))
+        say(f"soak {n}/{len(groups(allocs, cpus))}: {side}, {workload} for {duration:g} s, until about {until}")
+        threads = []
+        for k, a in enumerate(group):
+            def one(a=a, cpu=cpus[k]):
+                results[a.name] = (cpu, runner.run(["taskset", "-c", str(cpu), *argv], a.env(), timeout))
+            threads.append(threading.Thread(target=one))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return {a.name: results[a.name] for a in allocs}
+
+
+def epoch_rows(results):
+    """soak.csv's rows, from the EPOCH lines of each run."""
+    for name, (cpu, r) in results.items():
+        for e in runner.parse_fields(r.stdout, "EPOCH "):
+            yield {"allocator": name, "cpu": cpu, "epoch": int(e["n"]),
+                   **{c: e.get(c) for c in CSV_COLUMNS[3:]}}
+
+
+def read_csv(path):
+    """soak.csv's rows, numbers as numbers."""
+    with open(path, newline="") as f:
+        return [{k: (v if k == "allocator" else float(v) if v not in ("", None) else None) for k, v in row.items()}
+                for row in csv.DictReader(f)]
+
+
+def _drift(values):
+    """% change of the mean of the last fifth of `values` from the mean of
+    the first fifth."""
+    fifth = max(1, len(values) // 5)
+    first, last = stats.summarize(values[:fifth]).mean, stats.summarize(values[-fifth:]).mean
+    return 100.0 * (last - first) / first if first else None
+
+
+def analyze(rows):
+    """One summary (a dict of SUMMARY_COLUMNS) per allocator, in order."""
+    out = []
+    for name in dict.fromkeys(r["allocator"] for r in rows):
+        epochs = sorted((r for r in rows if r["allocator"] == name), key=lambda r: float(r["epoch"]))
+        ops = [float(e["ops_per_sec"]) for e in epochs]
+        rss = [float(e["rss_kb"]) for e in epochs]
+        ns = [float(e["ns_per_op"]) for e in epochs]
+        s = stats.summarize(ops)
+        counted = [e for e in epochs[1:] if e.get("mmap") not in (None, "")]
+        out.append({
+            "allocator": name, "epochs": len(epochs), "mean_ops_per_sec": s.mean, "cv_pct": s.cv,
+            "drift_pct": _drift(ops), "rss_first_kb": rss[0], "rss_last_kb": rss[-1], "rss_peak_kb": max(rss),
+            "rss_drift_pct": _drift(rss),
+            **{f"ns_per_op_{label}": stats.percentile(ns, q) for label, q in PERCENTILES},
+            "minflt_after_first": sum(float(e["minflt"]) for e in epochs[1:]),
+            "maps_first": epochs[0]["maps"], "maps_last": epochs[-1]["maps"],
+            "os_calls_after_first": sum(float(e[c]) for e in counted for c in OS_CALLS) if counted else None,
+        })
+    return out
+
+
+def _f(x, fmt):
+    return "-" if x is None else format(float(x), fmt)
+
+
+def _mib(kb):
+    return _f(kb and float(kb) / 1024, ".1f")
+
+
+def targets(summaries):
+    """{allocator: (RSS drift ok, throughput drift ok, CV ok or None)}: the
+    lead's soak criteria, CV against the baseline's when it ran too."""
+    base = next((s["cv_pct"] for s in summaries if s["allocator"] == BASELINE), None)
+    return {s["allocator"]: (s["rss_drift_pct"] is not None and s["rss_drift_pct"] <= RSS_DRIFT_MAX,
+                             s["drift_pct"] is not None and abs(s["drift_pct"]) <= DRIFT_MAX,
+                             None if base is None or s["allocator"] == BASELINE else s["cv_pct"] <= base)
+            for s in summaries}
+
+
+def tables(summaries):
+    """Markdown: the summary table, then the criteria met."""
+    md = ["| allocator | epochs | mean M ops/s | CV % | drift % | RSS first MiB | last | peak | RSS drift % | "
+          "ns/op p50 | p90 | p99 | p99.9 | page faults after epoch 1 | mappings first → last | "
+          "hakmem's OS calls after epoch 1 |",
+          "|---|" + "---:|" * 15]
+    for s in summaries:
+        md.append(" | ".join([
+            f"| {s['allocator']}", str(s["epochs"]), _f(s["mean_ops_per_sec"] / 1e6, ".2f"), _f(s["cv_pct"], ".2f"),
+            _f(s["drift_pct"], "+.2f"), _mib(s["rss_first_kb"]), _mib(s["rss_last_kb"]), _mib(s["rss_peak_kb"]),
+            _f(s["rss_drift_pct"], "+.2f"), *(_f(s[f"ns_per_op_{label}"], ".2f") for label, _ in PERCENTILES),
+            _f(s["minflt_after_first"], ".0f"), f"{_f(s['maps_first'], '.0f')} → {_f(s['maps_last'], '.0f')}",
+            _f(s["os_calls_after_first"], ".0f")]) + " |")
+    mark = {True: "yes", False: "**no**", None: "-"}
+    md += ["", f"| allocator | RSS drift ≤ +{RSS_DRIFT_MAX:g} % | throughput drift within ±{DRIFT_MAX:g} % | "
+           f"CV no worse than {BASELINE}'s |", "|---|---|---|---|"]
+    md += [f"| {name} | " + " | ".join(mark[t] for t in checks) + " |" for name, checks in targets(summaries).items()]
+    return md
+
+
+def chart(path, rows):
+    """Throughput and RSS over time, one line per allocator."""
+    names = dict.fromkeys(r["allocator"] for r in rows)
+
+    def series(value):
+        return {n: [(float(r["t_s"]), value(r)) for r in rows if r["allocator"] == n] for n in names}
+    return charts.line_chart(path, "Soak: throughput and RSS over time", "seconds",
+                             [("M ops/s", series(lambda r: float(r["ops_per_sec"]) / 1e6)),
+                              ("RSS MiB", series(lambda r: float(r["rss_kb"]) / 1024))])
+
+
+HOW = ("Each allocator ran bench/soak, one process for the whole run, the workload's state kept from one epoch "
+       "to the next; two at a time side by side, each pinned to a CPU of its own.  Per epoch: malloc and free "
+       "calls per second, and wall time per call (ns/op: the epoch's time divided by its calls, all threads); "
+       "the resident set at the epoch's end; page faults and, under hakmem only, hakmem's own count of its "
+       "mmap, munmap, madvise and mremap calls (hak_os_stats) in the epoch; the process's mappings.  "
+       "Drift: the mean of the last fifth of the epochs against the mean of the first fifth.  CV: of the "
+       "epochs' throughput.  ns/op percentiles: over the epochs (nearest rank), a proxy for tail latency.")
+
+
+def write(out, command, results, machine_info, drawn):
+    """soak.csv, soak_summary.csv, soak-NAME.log, soak.svg (when drawn) and
+    soak.md into `out`.  Returns (summaries, failures)."""
+    rows = list(epoch_rows(results))
+    report.write_csv(os.path.join(out, "soak.csv"), CSV_COLUMNS, rows)
+    for name, (_, r) in results.items():
+        with open(os.path.join(out, f"soak-{name}.log"), "w") as f:
+            f.write(r.stdout + r.stderr)
+    rows = read_csv(os.path.join(out, "soak.csv"))
+    failures = [f"soak under {name}: {r.status}" for name, (_, r) in results.items() if not r.ok]
+    summaries = analyze([r for r in rows if r["allocator"] in {n for n, (_, x) in results.items() if x.ok}])
+    report.write_csv(os.path.join(out, "soak_summary.csv"), SUMMARY_COLUMNS, summaries)
+    md = [f"# hakmem soak {os.path.basename(out)}", "", "## Machine", ""]
+    md += [f"- {label}: {value}" for label, value in machine_info]
+    md += ["", "## Method", "", f"`{command}`", "", HOW, ""]
+    if drawn and chart(os.path.join(out, "soak.svg"), rows):
+        md += ["![throughput and RSS over time](soak.svg)", ""]
+    md += ["## Results", ""] + tables(summaries) + [""]
+    if failures:
+        md += ["## Failures", ""] + [f"- {f}" for f in failures] + [""]
+    with open(os.path.join(out, "soak.md"), "w") as f:
+        f.write("\n".join(md))
+    return summaries, failures
