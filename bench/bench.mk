@@ -16,7 +16,7 @@
 PYTHON ?= python3
 
 BENCH_PROGRAMS := random_mixed fixed_size tiny_hot patterns mixed_large larson prodcons \
-                  big_blocks thread_churn memory_return soak latency
+                  big_blocks thread_churn memory_return random_touch soak latency
 BENCH_BINS     := $(BENCH_PROGRAMS:%=$(BUILD)/bench/%)
 BENCH_CFLAGS   := -std=gnu11 -O2 -g -pthread -Wall -Wextra
 

@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* The central cache: per size class, behind one lock, the blocks that no
- * thread cache holds.  Thread caches trade batches with it: a flush parks its
- * chain in a transfer slot in O(1) and a refill takes one back, so blocks move
- * between threads without being walked; only when the slots are full (or
- * empty) are blocks returned to (or carved from) their slabs.  Large classes
- * (one block per slab) have nothing to share: their slabs come from and go
- * back to the SuperSlabs directly, without the class lock. */
+/* The central cache: per size class, behind one lock, the slabs with blocks
+ * that no thread cache holds; in front of it, per CPU, transfer slots.
+ * Thread caches trade batches through the slots: a flush parks its chain in
+ * O(1) and a refill takes one back, so blocks move between threads without
+ * being walked.  The slots are per CPU so that a batch goes to a thread on
+ * the CPU that freed it, its blocks still in that CPU's cache (a producer and
+ * its consumer on one core), and so that threads on different CPUs do not
+ * share a lock.  Only when the slots are full (or empty, on every CPU) are
+ * blocks returned to (or carved from) their slabs.  Large classes (one block
+ * per slab) have nothing to share: their slabs come from and go back to the
+ * SuperSlabs directly, without the class lock. */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <string.h>
 #include "internal.h"
 
 typedef struct hk_batch {
@@ -14,21 +21,42 @@ typedef struct hk_batch {
   const void *owner;       /* the thread cache that parked it */
 } hk_batch_t;
 
+typedef struct hk_transfer {
+  pthread_mutex_t lock;
+  unsigned n;              /* written under the lock, read without it as a hint (set_count) */
+  bool active;             /* taken from or given to since the last purge tick */
+  size_t parked;           /* blocks in the slots */
+  hk_batch_t slot[HK_TRANSFER_SLOTS];
+} __attribute__((aligned(HK_CACHELINE))) hk_transfer_t;
+
 typedef struct hk_central {
   pthread_mutex_t lock;
   hk_slab_t *partial;      /* slabs with free or never-used blocks */
   unsigned nempty;         /* slabs on `partial` with every block home */
-  bool active;             /* taken from or given to since the last purge tick */
-  unsigned ntransfer;
-  hk_batch_t transfer[HK_TRANSFER_SLOTS];
-  hk_class_counts_t counts;  /* statistics (large classes: in large_counts) */
+  bool active;             /* slabs taken from or given to since the last purge tick */
+  hk_class_counts_t counts;  /* statistics (large classes: in large_counts; parked: in the slots) */
 } __attribute__((aligned(HK_CACHELINE))) hk_central_t;
 
+#define HK_SMALL_CLASSES (HK_LARGE_MIN / 1024 + 48)  /* bounds HK_FIRST_LARGE_CLASS; checked at start */
 static hk_central_t central[HK_NCLASS + 1] = {[0 ... HK_NCLASS] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+static hk_transfer_t transfer[HK_ARENAS][HK_SMALL_CLASSES] = {
+    [0 ... HK_ARENAS - 1] = {[0 ... HK_SMALL_CLASSES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}}};
+static unsigned ncpu_slots = 1;  /* sets of slots in use: one per CPU, up to HK_ARENAS */
 /* Large classes have no lock of their own: their slab counts are atomic. */
 static struct {
   atomic_size_t slabs, slabs_made;
 } large_counts[HK_NCLASS + 1];
+
+void hk_central_init(unsigned cpus) {
+  if (HK_FIRST_LARGE_CLASS > HK_SMALL_CLASSES) hk_fatal("class table larger than the transfer slots", NULL);
+  ncpu_slots = hk_max(hk_min(cpus, HK_ARENAS), 1u);
+}
+
+/* The slots of this CPU: sched_getcpu reads the kernel's rseq area, a load. */
+static unsigned my_slots(void) {
+  int cpu = sched_getcpu();
+  return cpu < 0 ? 0 : (unsigned)cpu % ncpu_slots;
+}
 
 static bool slab_is_full(const hk_slab_t *s) { return s->free == NULL && s->carved == s->capacity; }
 static bool slab_is_empty(const hk_slab_t *s) { return s->nfree == s->carved; }
@@ -89,6 +117,23 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
   return n;
 }
 
+static void set_count(hk_transfer_t *t, unsigned n) { __atomic_store_n(&t->n, n, __ATOMIC_RELAXED); }
+
+/* Pops the newest batch parked in t, if any. */
+static bool transfer_pop(hk_transfer_t *t, hk_batch_t *b) {
+  if (__atomic_load_n(&t->n, __ATOMIC_RELAXED) == 0) return false;  /* a hint: checked again under the lock */
+  pthread_mutex_lock(&t->lock);
+  bool got = t->n != 0;
+  if (got) {
+    *b = t->slot[t->n - 1];
+    set_count(t, t->n - 1);
+    t->parked -= b->count;
+  }
+  t->active = true;
+  pthread_mutex_unlock(&t->lock);
+  return got;
+}
+
 unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker) {
   *parker = NULL;
   if (hk_class_is_large(cls)) {
@@ -98,17 +143,19 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
     atomic_fetch_add_explicit(&large_counts[cls].slabs_made, 1, memory_order_relaxed);
     return 1;
   }
+  /* This CPU's batches first, then any other's, before the slabs. */
+  unsigned mine = my_slots();
+  for (unsigned i = 0; i < ncpu_slots; i++) {
+    hk_batch_t b;
+    if (transfer_pop(&transfer[(mine + i) % ncpu_slots][cls], &b)) {
+      *chain = b.head;
+      *parker = b.owner;
+      return b.count;
+    }
+  }
   hk_central_t *c = &central[cls];
   pthread_mutex_lock(&c->lock);
   c->active = true;
-  if (c->ntransfer) {
-    hk_batch_t b = c->transfer[--c->ntransfer];
-    c->counts.parked -= b.count;
-    pthread_mutex_unlock(&c->lock);
-    *chain = b.head;
-    *parker = b.owner;
-    return b.count;
-  }
   void *head = NULL;
   unsigned n = 0;
   while (n < want) {
@@ -172,51 +219,82 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
   }
 }
 
-void hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner) {
+bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner) {
   if (hk_class_is_large(cls)) {
     hk_large_release(cls, chain);
     atomic_fetch_sub_explicit(&large_counts[cls].slabs, count, memory_order_relaxed);
-    return;
+    return false;
+  }
+  /* Each parked block keeps its slab resident: lean mode parks fewer. */
+  hk_transfer_t *t = &transfer[my_slots()][cls];
+  pthread_mutex_lock(&t->lock);
+  t->active = true;
+  bool parked = t->n < (hk_opt.mem_lean ? HK_TRANSFER_SLOTS_LEAN : HK_TRANSFER_SLOTS);
+  if (parked) {
+    t->slot[t->n] = (hk_batch_t){chain, count, owner};
+    set_count(t, t->n + 1);
+    t->parked += count;
+  }
+  pthread_mutex_unlock(&t->lock);
+  if (parked) {
+    hk_purge_note();  /* parked blocks go home if the class goes idle */
+    return true;
   }
   hk_central_t *c = &central[cls];
   pthread_mutex_lock(&c->lock);
   c->active = true;
-  /* Each parked block keeps its slab resident: lean mode parks fewer. */
-  if (c->ntransfer < (hk_opt.mem_lean ? HK_TRANSFER_SLOTS_LEAN : HK_TRANSFER_SLOTS)) {
-    c->transfer[c->ntransfer++] = (hk_batch_t){chain, count, owner};
-    c->counts.parked += count;
-    pthread_mutex_unlock(&c->lock);
-    hk_purge_note();  /* parked blocks go home if the class goes idle */
-    return;
-  }
   put_chain(c, cls, chain, true);
   pthread_mutex_unlock(&c->lock);
+  return false;
 }
 
-/* Sends the parked batches of a class idle for a whole purge epoch (of every
- * class, unless HK_PURGE_DUE) back to their slabs, and gives back its empty
- * slabs, the kept one too; the SuperSlabs then purge their pages. */
-void hk_central_purge(int mode) {
+/* Sends back to their slabs the batches of each set of slots idle for a
+ * whole purge epoch (of every set, unless HK_PURGE_DUE), then gives back the
+ * class's empty slabs, the kept one too, if its slabs were idle as well; the
+ * SuperSlabs then purge their pages.  True if something waits for a later tick. */
+static bool purge_class(unsigned cls, int mode) {
+  hk_central_t *c = &central[cls];
   bool pending = false;
-  for (unsigned cls = 1; cls < HK_FIRST_LARGE_CLASS; cls++) {
-    hk_central_t *c = &central[cls];
-    pthread_mutex_lock(&c->lock);
-    if (mode == HK_PURGE_DUE && c->active) {
-      c->active = false;
-      pending |= c->ntransfer || c->nempty;
-    } else if (c->ntransfer || c->nempty) {
-      while (c->ntransfer) put_chain(c, cls, c->transfer[--c->ntransfer].head, false);
-      c->counts.parked = 0;
-      for (hk_slab_t *s = c->partial, *next; s && c->nempty; s = next) {
-        next = s->next;
-        if (!slab_is_empty(s)) continue;
-        hk_list_remove(&c->partial, s);
-        release(c, s);
-        c->nempty--;
-      }
+  for (unsigned i = 0; i < ncpu_slots; i++) {
+    hk_transfer_t *t = &transfer[i][cls];
+    hk_batch_t out[HK_TRANSFER_SLOTS];
+    unsigned n = 0;
+    pthread_mutex_lock(&t->lock);
+    if (mode == HK_PURGE_DUE && t->active) {
+      t->active = false;
+      pending |= t->n != 0;
+    } else {
+      n = t->n;
+      memcpy(out, t->slot, n * sizeof *out);
+      set_count(t, 0);
+      t->parked = 0;
     }
+    pthread_mutex_unlock(&t->lock);
+    if (n == 0) continue;
+    pthread_mutex_lock(&c->lock);
+    while (n) put_chain(c, cls, out[--n].head, false);
     pthread_mutex_unlock(&c->lock);
   }
+  pthread_mutex_lock(&c->lock);
+  if (mode == HK_PURGE_DUE && c->active) {
+    c->active = false;
+    pending |= c->nempty != 0;
+  } else {
+    for (hk_slab_t *s = c->partial, *next; s && c->nempty; s = next) {
+      next = s->next;
+      if (!slab_is_empty(s)) continue;
+      hk_list_remove(&c->partial, s);
+      release(c, s);
+      c->nempty--;
+    }
+  }
+  pthread_mutex_unlock(&c->lock);
+  return pending;
+}
+
+void hk_central_purge(int mode) {
+  bool pending = false;
+  for (unsigned cls = 1; cls < HK_FIRST_LARGE_CLASS; cls++) pending |= purge_class(cls, mode);
   if (pending) hk_purge_note();
 }
 
@@ -230,10 +308,17 @@ void hk_central_counts(unsigned cls, hk_class_counts_t *out) {
   pthread_mutex_lock(&central[cls].lock);
   *out = central[cls].counts;
   pthread_mutex_unlock(&central[cls].lock);
+  for (unsigned i = 0; i < ncpu_slots; i++) {
+    pthread_mutex_lock(&transfer[i][cls].lock);
+    out->parked += transfer[i][cls].parked;
+    pthread_mutex_unlock(&transfer[i][cls].lock);
+  }
 }
 
 void hk_central_fork_lock(void) {
   for (unsigned c = 1; c <= HK_NCLASS; c++) pthread_mutex_lock(&central[c].lock);
+  for (unsigned i = 0; i < HK_ARENAS; i++)
+    for (unsigned c = 0; c < HK_SMALL_CLASSES; c++) pthread_mutex_lock(&transfer[i][c].lock);
 }
 
 void hk_central_fork_unlock(bool child) {
@@ -241,4 +326,9 @@ void hk_central_fork_unlock(bool child) {
     if (child) pthread_mutex_init(&central[c].lock, NULL);
     else pthread_mutex_unlock(&central[c].lock);
   }
+  for (unsigned i = 0; i < HK_ARENAS; i++)
+    for (unsigned c = 0; c < HK_SMALL_CLASSES; c++) {
+      if (child) pthread_mutex_init(&transfer[i][c].lock, NULL);
+      else pthread_mutex_unlock(&transfer[i][c].lock);
+    }
 }

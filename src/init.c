@@ -48,6 +48,7 @@ void hk_process_init_slow(void) {
     hk_options_init();
     hk_size_classes_init();
     hk_arenas_init(hk_os_cpus());
+    hk_central_init(hk_os_cpus());
     hk_class_map_init();
     pthread_key_create(&hk_thread_key, hk_thread_exit);
     atomic_store_explicit(&hk_ready, true, memory_order_release);

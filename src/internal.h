@@ -10,7 +10,8 @@
  *         region_map -> hk_os_map_aligned, hk_os_advise_huge     (os.c)
  *       hk_malloc_class -> tcache_refill  the list is empty
  *         hk_thread_init                  first call of the thread: capacities, prewarm
- *         hk_central_take                 a parked batch, or blocks from slabs (central.c)
+ *         hk_central_take                 a batch parked on this CPU, or on another, or
+ *                                         blocks from slabs (central.c)
  *           hk_slab_new -> take_units     a run of units in the arena (superslab.c)
  *             superslab_map -> hk_os_map_aligned, hk_class_map_reserve
  *           hk_large_take                 large classes: a one-block slab, no central cache
@@ -20,7 +21,8 @@
  *   free(p) = hk_free_fast                p on a block boundary of a small or large class,
  *                                         not already free: push
  *     hk_free_overflow                    the list outgrew its capacity (large: every free)
- *       hk_central_put                    park the older half, or return blocks to slabs
+ *       hk_central_put                    park the older half (all of it when frees outpace
+ *                                         mallocs) on this CPU, or return blocks to slabs
  *         hk_slab_release                 an empty slab: its units dirty in the SuperSlab
  *         hk_large_release                large blocks: their units back at once
  *       hk_purge_poll
@@ -99,13 +101,18 @@ typedef struct hk_tcache {
   /* slow paths only: */
   int16_t cap[HK_NCLASS + 1];        /* capacity of each list: halves when frees outpace mallocs,
                                         doubles back (up to hk_classes[].cap) when it runs dry */
-  uint8_t overflows[HK_NCLASS + 1];  /* overflows since the list last ran dry */
+  uint8_t overflows[HK_NCLASS + 1];  /* since the list last ran dry: 0 or HK_OVERFLOW_* */
   uint8_t early_frees;               /* frees before the first malloc (see hk_free_overflow) */
+  ptrdiff_t out_pending;             /* bytes taken less bytes given, not yet in the statistics */
   struct hk_tcache *next, *prev;     /* the registry of live caches (tcache.c) */
   hk_front_t front[HK_NCLASS + 1];
 } hk_tcache_t;
 #define HK_TCACHE_MIN_CAP 8      /* what a list shrinks to at most */
+enum { HK_OVERFLOW_PARKED = 1,   /* the last overflow's batch was parked */
+       HK_OVERFLOW_UNPARKED,     /* it went back to its slabs */
+       HK_OVERFLOW_UNPARKED2 };  /* so did the one before */
 #define HK_FREES_BEFORE_CACHE 32 /* frees a thread makes before its first malloc without a cache */
+#define HK_STATS_STEP ((ptrdiff_t)1 << 20)  /* see out_pending */
 
 typedef struct hk_class_info {
   uint32_t size;           /* block size */
@@ -372,9 +379,10 @@ HK_HIDDEN uintptr_t hk_class_map_lookup(const void *p);  /* any pointer; 0 if no
 /* ---- central cache (central.c): per class, behind one lock ------------------ */
 /* Takes up to `want` blocks (a parked batch may be more) onto *chain;
  * *parker is the thread cache that parked them, NULL if they come from slabs. */
+HK_HIDDEN void hk_central_init(unsigned cpus);  /* sets of transfer slots: one per CPU */
 HK_HIDDEN unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker);
 /* Gives back a chain of `count` blocks; `owner` is the giving thread cache. */
-HK_HIDDEN void hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner);
+HK_HIDDEN bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner);
 typedef struct hk_class_counts {  /* a class's figures in the central cache */
   size_t out;                     /* blocks handed out of slabs: in use, or in thread caches, or parked */
   size_t parked;                  /* blocks in parked batches */

@@ -12,11 +12,23 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static hk_tcache_t *registry;
 static hk_front_t exited[HK_NCLASS + 1];
 
-/* Gives `count` blocks of a chain to the central cache. */
-static void give(hk_tcache_t *tc, unsigned cls, void *chain, unsigned count) {
+/* Adds a change in the bytes out of the central caches to the process-wide
+ * figure (and its peak) in steps of HK_STATS_STEP, so that threads do not
+ * share a cache line on every batch they move. */
+static void note_out(hk_tcache_t *tc, ptrdiff_t bytes) {
+  tc->out_pending += bytes;
+  if (tc->out_pending > HK_STATS_STEP || tc->out_pending < -HK_STATS_STEP || tc->state != HK_TC_ACTIVE) {
+    hk_stats_out(tc->out_pending);
+    tc->out_pending = 0;
+  }
+}
+
+/* Gives `count` blocks of a chain to the central cache; true if they were
+ * parked whole for another thread to take. */
+static bool give(hk_tcache_t *tc, unsigned cls, void *chain, unsigned count) {
   tc->front[cls].moved += count;
-  hk_stats_out(-(ptrdiff_t)((size_t)count * hk_classes[cls].size));
-  hk_central_put(cls, chain, count, tc);
+  note_out(tc, -(ptrdiff_t)((size_t)count * hk_classes[cls].size));
+  return hk_central_put(cls, chain, count, tc);
 }
 
 /* Takes up to `want` blocks from the central cache onto *chain. */
@@ -27,7 +39,7 @@ static unsigned take(hk_tcache_t *tc, unsigned cls, unsigned want, void **chain)
   f->moved += n;
   f->parked_hits += parker != NULL;
   if (parker && parker != tc) f->from_others += n;
-  hk_stats_out((ptrdiff_t)((size_t)n * hk_classes[cls].size));
+  note_out(tc, (ptrdiff_t)((size_t)n * hk_classes[cls].size));
   return n;
 }
 
@@ -162,24 +174,34 @@ void hk_free_overflow(void *p) {
     }
     return;
   }
-  /* Overflowing again before running dry: frees outpace mallocs here (a
-   * structure being freed, blocks coming from other threads), and what the
-   * list keeps would only pin slabs: the capacity shrinks. */
+  /* The first overflow since the list ran dry keeps the newest half, so that
+   * mallocs and frees swinging around the capacity cost one batch per half
+   * list.  Overflowing again before running dry, frees outpace mallocs (a
+   * consumer of other threads' blocks, a structure being freed): the whole
+   * list goes, with no walk to split it.  A batch that finds a parking slot
+   * feeds a thread that allocates, and full batches suit it best: after two
+   * parked in a row the capacity grows back.  Batches that go back to their
+   * slabs instead only come back through slabs, and what the list holds
+   * between overflows pins slabs: after two of them in a row it halves. */
   unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
-  tc->front[cls].overflows++;
-  if (++tc->overflows[cls] >= 2) set_cap(tc, cls, hk_max(tc->cap[cls] / 2, hk_min(HK_TCACHE_MIN_CAP, (int)hk_classes[cls].cap)));
   int cap = tc->cap[cls];
-  unsigned keep = (unsigned)cap / 2;
+  unsigned keep = tc->overflows[cls] ? 0 : (unsigned)cap / 2;
+  tc->front[cls].overflows++;
+  void *chain = tc->head[cls];
   if (keep == 0) {
-    tcache_drain(tc, cls, cap);
+    tc->head[cls] = NULL;
   } else {
-    void *last = tc->head[cls];
+    void *last = chain;
     for (unsigned i = 1; i < keep; i++) last = hk_next(last);
-    void *chain = hk_next(last);
+    chain = hk_next(last);
     hk_set_next(last, NULL);
-    tc->room[cls] = (int16_t)(cap - (int)keep);
-    give(tc, cls, chain, count - keep);
   }
+  tc->room[cls] = (int16_t)(cap - (int)keep);
+  bool parked = give(tc, cls, chain, count - keep);
+  uint8_t last = tc->overflows[cls];
+  tc->overflows[cls] = parked ? HK_OVERFLOW_PARKED : last >= HK_OVERFLOW_UNPARKED ? HK_OVERFLOW_UNPARKED2 : HK_OVERFLOW_UNPARKED;
+  if (parked && last == HK_OVERFLOW_PARKED) set_cap(tc, cls, hk_min(cap * 2, (int)hk_classes[cls].cap));
+  if (!parked && last >= HK_OVERFLOW_UNPARKED) set_cap(tc, cls, hk_max(cap / 2, hk_min(HK_TCACHE_MIN_CAP, cap)));
   hk_purge_poll();
 }
 
@@ -226,6 +248,7 @@ void hk_thread_exit(void *arg) {
     tcache_drain(tc, c, 0);
     tc->cap[c] = 0;
   }
+  note_out(tc, 0);
   if (hk_opt.front_dump) hk_front_print("thread", tc->front);
   pthread_mutex_lock(&registry_lock);
   hk_list_remove(&registry, tc);

@@ -18,6 +18,22 @@ class Bench:
 
 SUITE = (
     Bench("random_mixed", "random_mixed", (20000000, 400, 1), (5000000, 400, 1), (20000, 400, 1)),
+    # off the reference: other size ranges and working sets
+    Bench("random_mixed-16-128", "random_mixed", (20000000, 400, 1, 16, 128), (5000000, 400, 1, 16, 128),
+          (20000, 400, 1, 16, 128)),
+    Bench("random_mixed-1-4096", "random_mixed", (20000000, 400, 1, 1, 4096), (5000000, 400, 1, 1, 4096),
+          (20000, 400, 1, 1, 4096)),
+    *(
+        Bench(f"random_mixed-ws{ws}", "random_mixed", (20000000, ws, 1), (5000000, ws, 1), (20000, ws, 1))
+        for ws in (1000, 10000, 100000)
+    ),
+    # blocks used as programs use them: both ends touched, or written whole
+    Bench("random_touch-ends", "random_touch", (20000000, 400, 1, 16, 1040, "ends"),
+          (5000000, 400, 1, 16, 1040, "ends"), (20000, 400, 1, 16, 1040, "ends")),
+    Bench("random_touch-ends-16-128", "random_touch", (20000000, 1000, 1, 16, 128, "ends"),
+          (5000000, 1000, 1, 16, 128, "ends"), (20000, 1000, 1, 16, 128, "ends")),
+    Bench("random_touch-whole", "random_touch", (10000000, 400, 1, 16, 1040, "whole"),
+          (2000000, 400, 1, 16, 1040, "whole"), (20000, 400, 1, 16, 1040, "whole")),
     Bench("fixed_size-16", "fixed_size", (16, 50000000), (16, 10000000), (16, 10000)),
     Bench("fixed_size-1024", "fixed_size", (1024, 50000000), (1024, 10000000), (1024, 10000)),
     Bench("tiny_hot-8", "tiny_hot", (8, 100, 500000), (8, 100, 100000), (8, 100, 100)),
@@ -31,7 +47,14 @@ SUITE = (
     # the same server workload with buffers up to 64 KiB: half the blocks are large
     Bench("larson-64k", "larson", (2, 1.0, 1000, 1, 16, 65536), (2, 0.2, 1000, 1, 16, 65536),
           (2, 0.02, 100, 1, 16, 65536)),
-    Bench("prodcons", "prodcons", (10000000, 1024, 1), (2000000, 1024, 1), (10000, 64, 1)),
+    # producers and consumers pinned, one side per CPU: 1 to 4 pairs
+    *(
+        Bench(f"prodcons-{n}", "prodcons", (10000000 // n, 1024, 1, 16, 1024, n), (2000000 // n, 1024, 1, 16, 1024, n),
+              (10000, 64, 1, 16, 1024, n))
+        for n in (1, 2, 4)
+    ),
+    Bench("prodcons-64B", "prodcons", (5000000, 1024, 1, 64, 64, 2), (1000000, 1024, 1, 64, 64, 2),
+          (10000, 64, 1, 64, 64, 2)),
     # memory to and from the OS: blocks of megabytes, threads that come and go
     Bench("big_blocks", "big_blocks", (300, 8, 1, 1 << 20, 64 << 20), (40, 8, 1, 1 << 20, 64 << 20),
           (3, 2, 1, 1 << 20, 4 << 20)),
@@ -53,8 +76,9 @@ SECTIONS = (MEMORY_RETURN, LATENCY)
 
 
 def select(selectors):
-    """The benchmarks named, by row name or program name, in suite order (the
-    memory-return and latency runs last)."""
+    """The benchmarks named, in suite order (the memory-return and latency runs
+    last): a row's name selects that row, a program's name that is no row's
+    name every row of the program."""
     every = (*SUITE, *SECTIONS)
     if not selectors:
         return list(every)
@@ -62,4 +86,5 @@ def select(selectors):
     unknown = [s for s in selectors if s not in known]
     if unknown:
         raise SystemExit(f"unknown benchmark {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return [b for b in every if b.name in selectors or b.program in selectors]
+    rows = {b.name for b in every}
+    return [b for b in every if b.name in selectors or (b.program in selectors and b.program not in rows)]

@@ -28,7 +28,7 @@ has '^- speed: hakmem is the fastest on [0-9] of 3 benchmarks$'
 # speed: hakmem's throughput and its ratio to glibc, with the benchmark's command
 has '^| random_mixed | `random_mixed 20000 400 1` | [0-9.]*[kMG]\? | \**[0-9.]*\** | '
 has '^| larson-64k | `larson 2 0.02 100 1 16 65536` | [0-9.]*[kMG]\? | '
-has '^`scripts/bench.py --runs 1 --benches random_mixed,larson,memory_return,latency --allocators hakmem,glibc`'
+has '^`scripts/bench.py --runs 1 --benches random_mixed,larson,larson-64k,memory_return,latency --allocators hakmem,glibc`'
 # OS calls per million calls, profiles, latency, soak
 has '^| random_mixed | [0-9.]* | [0-9.]* |$'
 for profile in speed balanced lean; do has "^| hakmem-$profile | [0-9.]* | "; done
