@@ -39,9 +39,9 @@ typedef struct hk_central {
 
 #define HK_SMALL_CLASSES (HK_LARGE_MIN / 1024 + 48)  /* bounds HK_FIRST_LARGE_CLASS; checked at start */
 static hk_central_t central[HK_NCLASS + 1] = {[0 ... HK_NCLASS] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
-static hk_transfer_t transfer[HK_ARENAS][HK_SMALL_CLASSES] = {
-    [0 ... HK_ARENAS - 1] = {[0 ... HK_SMALL_CLASSES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}}};
-static unsigned ncpu_slots = 1;  /* sets of slots in use: one per CPU, up to HK_ARENAS */
+static hk_transfer_t transfer[HK_CPU_SETS][HK_SMALL_CLASSES] = {
+    [0 ... HK_CPU_SETS - 1] = {[0 ... HK_SMALL_CLASSES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}}};
+static unsigned ncpu_slots = 1;  /* sets of slots in use: one per CPU, up to HK_CPU_SETS */
 /* Large classes have no lock of their own: their slab counts are atomic. */
 static struct {
   atomic_size_t slabs, slabs_made;
@@ -49,7 +49,7 @@ static struct {
 
 void hk_central_init(unsigned cpus) {
   if (HK_FIRST_LARGE_CLASS > HK_SMALL_CLASSES) hk_fatal("class table larger than the transfer slots", NULL);
-  ncpu_slots = hk_max(hk_min(cpus, HK_ARENAS), 1u);
+  ncpu_slots = hk_max(hk_min(cpus, HK_CPU_SETS), 1u);
 }
 
 /* The slots of this CPU: sched_getcpu reads the kernel's rseq area, a load. */
@@ -317,7 +317,7 @@ void hk_central_counts(unsigned cls, hk_class_counts_t *out) {
 
 void hk_central_fork_lock(void) {
   for (unsigned c = 1; c <= HK_NCLASS; c++) pthread_mutex_lock(&central[c].lock);
-  for (unsigned i = 0; i < HK_ARENAS; i++)
+  for (unsigned i = 0; i < ncpu_slots; i++)
     for (unsigned c = 0; c < HK_SMALL_CLASSES; c++) pthread_mutex_lock(&transfer[i][c].lock);
 }
 
@@ -326,7 +326,7 @@ void hk_central_fork_unlock(bool child) {
     if (child) pthread_mutex_init(&central[c].lock, NULL);
     else pthread_mutex_unlock(&central[c].lock);
   }
-  for (unsigned i = 0; i < HK_ARENAS; i++)
+  for (unsigned i = 0; i < ncpu_slots; i++)
     for (unsigned c = 0; c < HK_SMALL_CLASSES; c++) {
       if (child) pthread_mutex_init(&transfer[i][c].lock, NULL);
       else pthread_mutex_unlock(&transfer[i][c].lock);

@@ -247,8 +247,9 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
  * last unit, mapped inaccessible, so that an overrun off the end of one
  * SuperSlab faults before it reaches the next. */
 #define HK_SS_RESERVED (HAK_HARDENED ? 1ull | 1ull << 63 : 1ull)
-#define HK_TRANSFER_SLOTS 8                     /* batches parked per class in the central cache */
+#define HK_TRANSFER_SLOTS 8                     /* batches parked per class and CPU */
 #define HK_TRANSFER_SLOTS_LEAN 2                /* ... in lean mode */
+#define HK_CPU_SETS 64                          /* sets of transfer slots: one per CPU, up to this */
 #define HK_LARGE_MIN ((size_t)32 * 1024)        /* classes above: one block per slab */
 #define HK_LARGE_CACHE ((size_t)2 << 20)        /* bytes of large blocks a thread may cache, */
 #define HK_LARGE_CACHE_MIN ((size_t)256 << 10)  /* down to this when many threads share */
