@@ -442,6 +442,7 @@ typedef struct hk_options {   /* every field a size_t, written through the table
   size_t lean_target_mb;      /* lean mode's cap on free resident memory */
   size_t large_cache;         /* bytes of large blocks all thread caches may hold */
   size_t huge_thp;            /* huge blocks on transparent huge pages */
+  size_t ss_thp;              /* SuperSlabs but the first on transparent huge pages */
   size_t prewarm_all;         /* blocks prewarmed per class up to 2 KiB ... */
   size_t prewarm[8];          /* ... or per seeds' class C0..C7 (HK_OPT_UNSET: as prewarm_all) */
   size_t os_stats;            /* print OS-call counters at exit */

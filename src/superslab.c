@@ -26,6 +26,7 @@ typedef struct hk_arena {
 static hk_arena_t arenas[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static atomic_uint next_arena;
 static atomic_size_t used_units;  /* units given to slabs, in all arenas */
+static atomic_uint superslabs_mapped;  /* ever, in all arenas */
 static unsigned narenas = 1;  /* arenas in use: one per CPU the process may run on, up to HK_ARENAS */
 
 /* More arenas than CPUs would not lessen contention, only spread free
@@ -65,6 +66,13 @@ static hk_superslab_t *superslab_map(hk_arena_t *a) {
     hk_os_unmap(ss, HK_SS_SIZE);
     return NULL;
   }
+  /* Transparent huge pages map 2 MiB per page fault instead of 4 KiB, but a
+   * huge page is resident whole: the process's first SuperSlab stays on small
+   * pages, so that a small program stays small.  A huge page's untouched
+   * units are resident but not counted as such, and purging leaves them: so
+   * only the speed profile takes them. */
+  if (hk_opt.ss_thp && atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed) > 0)
+    hk_os_advise_huge(ss, HK_SS_SIZE);
   ss->used = HK_SS_RESERVED;  /* fresh mappings are zero otherwise */
   if (HAK_HARDENED) hk_os_protect((uint8_t *)ss + HK_SS_SIZE - HK_UNIT_SIZE, HK_UNIT_SIZE, false);
   ss->arena = (uint8_t)(a - arenas);
