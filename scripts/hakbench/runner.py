@@ -107,8 +107,12 @@ def run(argv, env, timeout, rusage=False):
 def os_call_counts(argv, env, timeout):
     """Counts the memory-mapping syscalls of a run, all threads, with strace.
     Returns ({syscall: calls}, Run)."""
+    # strace itself runs without the allocator: the preload goes to the traced
+    # program only (-E), so that what it prints at exit is the program's alone.
+    env = dict(env)
+    preload = ["-E", "LD_PRELOAD=" + env.pop("LD_PRELOAD")] if "LD_PRELOAD" in env else []
     with tempfile.NamedTemporaryFile(mode="r", suffix=".strace") as summary:
-        traced = ["strace", "-f", "-c", "-o", summary.name, "--seccomp-bpf",
+        traced = ["strace", "-f", "-c", "-o", summary.name, "--seccomp-bpf", *preload,
                   "-e", "trace=" + ",".join(OS_CALLS), *argv]
         r = run(traced, env, timeout)
         counts = dict.fromkeys(OS_CALLS, 0)
