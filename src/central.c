@@ -101,6 +101,7 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
     head = b;
     n++;
   }
+  hk_assert(n <= s->nfree, "slab's free count below its free list");
   s->nfree = (uint16_t)(s->nfree - n);
   central[s->cls].counts.slab_free -= n;
   /* Fresh blocks: at most a page's worth per refill, so memory is touched only
@@ -113,7 +114,15 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
     s->carved = (uint16_t)(s->carved + fresh);
     n += fresh;
   }
+  hk_assert(s->nfree <= s->carved && s->carved <= s->capacity, "slab counts out of range");
   *chain = head;
+  return n;
+}
+
+/* The length of a chain, counted up to `limit` (a corrupted chain may be a cycle). */
+unsigned hk_chain_length(const void *chain, unsigned limit) {
+  unsigned n = 0;
+  for (; chain && n < limit; chain = hk_next(chain)) n++;
   return n;
 }
 
@@ -127,6 +136,7 @@ static bool transfer_pop(hk_transfer_t *t, hk_batch_t *b) {
   if (got) {
     *b = t->slot[t->n - 1];
     set_count(t, t->n - 1);
+    hk_assert(t->parked >= b->count, "parked count below a batch");
     t->parked -= b->count;
   }
   t->active = true;
@@ -225,6 +235,7 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
     atomic_fetch_sub_explicit(&large_counts[cls].slabs, count, memory_order_relaxed);
     return false;
   }
+  hk_assert(!HAK_CHECKS || hk_chain_length(chain, count + 1) == count, "batch count differs from its chain");
   /* Each parked block keeps its slab resident: lean mode parks fewer. */
   hk_transfer_t *t = &transfer[my_slots()][cls];
   pthread_mutex_lock(&t->lock);
@@ -313,6 +324,55 @@ void hk_central_counts(unsigned cls, hk_class_counts_t *out) {
     out->parked += transfer[i][cls].parked;
     pthread_mutex_unlock(&transfer[i][cls].lock);
   }
+}
+
+/* One slab of class cls on the class's list: its free blocks are its own,
+ * at block boundaries, as many as it counts.  Returns them. */
+static unsigned check_slab(const hk_slab_t *s, unsigned cls) {
+  if (s->cls != cls || s->nfree > s->carved || s->carved > s->capacity) hk_fatal("heap check: slab counts", s->start);
+  unsigned n = 0;
+  for (const uint8_t *b = s->free; b; b = hk_next(b), n++) {
+    size_t off = (size_t)(b - s->start);
+    if (b < s->start || off >= (size_t)s->carved * s->block_size || off % s->block_size)
+      hk_fatal("heap check: a slab's free list leaves it", b);
+  }
+  if (n != s->nfree) hk_fatal("heap check: a slab's free count differs from its list", s->start);
+  return n;
+}
+
+/* Walks every small class's slabs and every CPU's parked batches under their
+ * locks and checks that their counts agree; returns the blocks walked. */
+size_t hk_central_check(void) {
+  size_t walked = 0;
+  for (unsigned cls = 1; cls < HK_FIRST_LARGE_CLASS; cls++) {
+    hk_central_t *c = &central[cls];
+    pthread_mutex_lock(&c->lock);
+    size_t slab_free = 0;
+    unsigned nempty = 0;
+    for (const hk_slab_t *s = c->partial; s; s = s->next) {
+      slab_free += check_slab(s, cls);
+      nempty += slab_is_empty(s);
+    }
+    if (slab_free != c->counts.slab_free || nempty != c->nempty) hk_fatal("heap check: class counts", NULL);
+    pthread_mutex_unlock(&c->lock);
+    walked += slab_free;
+    for (unsigned i = 0; i < ncpu_slots; i++) {
+      hk_transfer_t *t = &transfer[i][cls];
+      pthread_mutex_lock(&t->lock);
+      size_t parked = 0;
+      for (unsigned k = 0; k < t->n; k++) {
+        if (hk_chain_length(t->slot[k].head, t->slot[k].count + 1) != t->slot[k].count)
+          hk_fatal("heap check: parked batch", t->slot[k].head);
+        for (const void *b = t->slot[k].head; b; b = hk_next(b))
+          if (hk_map_get(b) != cls) hk_fatal("heap check: a parked block of another class", b);
+        parked += t->slot[k].count;
+      }
+      if (parked != t->parked || t->n > HK_TRANSFER_SLOTS) hk_fatal("heap check: parked counts", NULL);
+      pthread_mutex_unlock(&t->lock);
+      walked += parked;
+    }
+  }
+  return walked;
 }
 
 void hk_central_fork_lock(void) {

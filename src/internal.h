@@ -391,6 +391,8 @@ typedef struct hk_class_counts {  /* a class's figures in the central cache */
   size_t slabs, slabs_made;       /* slabs now, and ever made */
 } hk_class_counts_t;
 HK_HIDDEN void hk_central_counts(unsigned cls, hk_class_counts_t *out);
+HK_HIDDEN size_t hk_central_check(void);  /* walks slabs and slots; hk_fatal on a mismatch */
+HK_HIDDEN unsigned hk_chain_length(const void *chain, unsigned limit);
 HK_HIDDEN void hk_central_purge(int mode);  /* parked batches and empty slabs back to the SuperSlabs */
 HK_HIDDEN void hk_central_fork_lock(void);
 HK_HIDDEN void hk_central_fork_unlock(bool child);
@@ -509,6 +511,12 @@ HK_HIDDEN size_t hk_usable_size(const void *p);
 
 /* ---- errors and messages (stats.c) ------------------------------------------ */
 HK_HIDDEN __attribute__((noreturn)) void hk_fatal(const char *what, const void *p);
+/* An invariant of the slow paths, checked in the standard builds and
+ * compiled out (condition included) in fast. */
+#define hk_assert(cond, what)                                                    \
+  do {                                                                           \
+    if (HAK_CHECKS && hk_unlikely(!(cond))) hk_fatal("internal check failed: " what, NULL); \
+  } while (0)
 HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse(const char *call, const void *p, uintptr_t cls);
 HK_HIDDEN void hk_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 HK_HIDDEN void hk_os_stats_print(void);

@@ -112,6 +112,7 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool
     hk_list_push(&a->partial, ss);
   }
   uint64_t bits = units_mask((unsigned)*unit, units);
+  hk_assert(!(ss->used & bits), "SuperSlab units taken twice");
   uint64_t reused = bits & resident_free(ss);
   atomic_fetch_add_explicit(&used_units, units, memory_order_relaxed);
   ss->used |= bits;
@@ -167,6 +168,7 @@ static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab) {
   hk_class_map_set(slab->start, 1, 0);
   slab->cls = 0;
   bool was_full = ss->used == ~0ull;
+  hk_assert((ss->used & bits) == bits, "SuperSlab units released twice");
   ss->used &= ~bits;
   atomic_fetch_sub_explicit(&used_units, slab->units, memory_order_relaxed);
   if (hk_opt.purge_delay_ms == 0) {

@@ -47,6 +47,7 @@ static unsigned take(hk_tcache_t *tc, unsigned cls, unsigned want, void **chain)
 static void tcache_drain(hk_tcache_t *tc, unsigned cls, int new_room) {
   void *chain = tc->head[cls];
   unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
+  hk_assert(!HAK_CHECKS || hk_chain_length(chain, count + 1) == count, "thread cache list differs from its room");
   tc->head[cls] = NULL;
   tc->room[cls] = (int16_t)new_room;
   if (chain) give(tc, cls, chain, count);
@@ -54,6 +55,7 @@ static void tcache_drain(hk_tcache_t *tc, unsigned cls, int new_room) {
 
 /* Sets the capacity of a class's list; its room follows. */
 static void set_cap(hk_tcache_t *tc, unsigned cls, int cap) {
+  hk_assert(cap >= 0 && cap <= hk_classes[cls].cap, "thread cache capacity out of range");
   tc->room[cls] = (int16_t)(tc->room[cls] + cap - tc->cap[cls]);
   tc->cap[cls] = (int16_t)cap;
 }
@@ -303,3 +305,18 @@ void hk_tcache_fork_unlock(bool child) {
 }
 
 HK_EXPORT void hak_thread_flush(void) { hk_tcache_flush(&hk_tc); }
+
+HK_EXPORT size_t hak_heap_check(void) {
+  hk_tcache_t *tc = &hk_tc;
+  size_t walked = 0;
+  if (tc->state == HK_TC_ACTIVE)
+    for (unsigned cls = 1; cls < HK_FIRST_LARGE_CLASS; cls++) {
+      unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
+      unsigned n = hk_chain_length(tc->head[cls], count + 1);
+      if (n != count) hk_fatal("heap check: thread cache list and room", tc->head[cls]);
+      for (const void *b = tc->head[cls]; b; b = hk_next(b))
+        if (hk_map_get(b) != cls) hk_fatal("heap check: a cached block of another class", b);
+      walked += n;
+    }
+  return walked + hk_central_check();
+}

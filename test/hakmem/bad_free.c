@@ -126,6 +126,18 @@ static void realloc_huge_freed(void) {
   realloc_opaque(p, 16 << 20);
 }
 
+/* A write into a freed block (its link, the first word) cuts the thread's
+ * list short (or, where links are encoded, sends it round in a cycle): the
+ * heap check finds the list's length differs from its count. */
+static void heap_check_after_write_to_freed(void) {
+  size_t (*heap_check)(void) = (size_t (*)(void))hakmem_sym("hak_heap_check");
+  char *p = xmalloc(64), *q = xmalloc(64);
+  free_opaque(p);
+  free_opaque(q);
+  memset(opaque_ptr(q), 0, sizeof(void *));
+  heap_check();
+}
+
 typedef struct misuse {
   const char *name;
   void (*fn)(void);
@@ -151,6 +163,7 @@ static const misuse_t cases[] = {
     {"realloc(256-byte block + 32)", realloc_interior, "hakmem: realloc of 0x"},
     {"realloc(static array)", realloc_foreign, "hakmem: realloc of invalid pointer 0x"},
     {"realloc of a freed 8 MiB block", realloc_huge_freed, "hakmem: realloc of 0x"},
+    {"hak_heap_check after a write to a freed block", heap_check_after_write_to_freed, "hakmem: heap check: "},
 };
 
 static void run_case(void *arg) { ((const misuse_t *)arg)->fn(); }
