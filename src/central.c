@@ -235,7 +235,7 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
     atomic_fetch_sub_explicit(&large_counts[cls].slabs, count, memory_order_relaxed);
     return false;
   }
-  hk_assert(!HAK_CHECKS || hk_chain_length(chain, count + 1) == count, "batch count differs from its chain");
+  hk_assert(hk_chain_length(chain, count + 1) == count, "batch count differs from its chain");
   /* Each parked block keeps its slab resident: lean mode parks fewer. */
   hk_transfer_t *t = &transfer[my_slots()][cls];
   pthread_mutex_lock(&t->lock);
@@ -331,9 +331,9 @@ void hk_central_counts(unsigned cls, hk_class_counts_t *out) {
 static unsigned check_slab(const hk_slab_t *s, unsigned cls) {
   if (s->cls != cls || s->nfree > s->carved || s->carved > s->capacity) hk_fatal("heap check: slab counts", s->start);
   unsigned n = 0;
-  for (const uint8_t *b = s->free; b; b = hk_next(b), n++) {
-    size_t off = (size_t)(b - s->start);
-    if (b < s->start || off >= (size_t)s->carved * s->block_size || off % s->block_size)
+  for (const void *b = s->free; b; b = hk_next(b), n++) {
+    uintptr_t off = (uintptr_t)b - (uintptr_t)s->start;  /* wraps above the slab if b is below it */
+    if (off >= (uintptr_t)s->carved * s->block_size || off % s->block_size)
       hk_fatal("heap check: a slab's free list leaves it", b);
   }
   if (n != s->nfree) hk_fatal("heap check: a slab's free count differs from its list", s->start);
@@ -359,6 +359,7 @@ size_t hk_central_check(void) {
     for (unsigned i = 0; i < ncpu_slots; i++) {
       hk_transfer_t *t = &transfer[i][cls];
       pthread_mutex_lock(&t->lock);
+      if (t->n > HK_TRANSFER_SLOTS) hk_fatal("heap check: parked batches beyond the slots", NULL);
       size_t parked = 0;
       for (unsigned k = 0; k < t->n; k++) {
         if (hk_chain_length(t->slot[k].head, t->slot[k].count + 1) != t->slot[k].count)
@@ -367,7 +368,7 @@ size_t hk_central_check(void) {
           if (hk_map_get(b) != cls) hk_fatal("heap check: a parked block of another class", b);
         parked += t->slot[k].count;
       }
-      if (parked != t->parked || t->n > HK_TRANSFER_SLOTS) hk_fatal("heap check: parked counts", NULL);
+      if (parked != t->parked) hk_fatal("heap check: parked counts", NULL);
       pthread_mutex_unlock(&t->lock);
       walked += parked;
     }

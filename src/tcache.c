@@ -47,7 +47,7 @@ static unsigned take(hk_tcache_t *tc, unsigned cls, unsigned want, void **chain)
 static void tcache_drain(hk_tcache_t *tc, unsigned cls, int new_room) {
   void *chain = tc->head[cls];
   unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
-  hk_assert(!HAK_CHECKS || hk_chain_length(chain, count + 1) == count, "thread cache list differs from its room");
+  hk_assert(hk_chain_length(chain, count + 1) == count, "thread cache list differs from its room");
   tc->head[cls] = NULL;
   tc->room[cls] = (int16_t)new_room;
   if (chain) give(tc, cls, chain, count);
@@ -306,6 +306,7 @@ void hk_tcache_fork_unlock(bool child) {
 
 HK_EXPORT void hak_thread_flush(void) { hk_tcache_flush(&hk_tc); }
 
+/* The calling thread's lists against their room, then the central cache's. */
 HK_EXPORT size_t hak_heap_check(void) {
   hk_tcache_t *tc = &hk_tc;
   size_t walked = 0;
