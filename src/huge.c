@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Huge blocks (above the largest size class, 1 MiB).
  *
- * A huge block is a run of 2 MiB granules in a 64 MiB region aligned to its
+ * A huge block is a run of 2 MiB granules in a 128 MiB region aligned to its
  * size; granule 0 holds the region's header (only its first page is ever
  * touched), so a block's header is found from the block itself, which starts
- * on a granule: (p - 2 MiB) rounded down to 64 MiB.  Blocks freed stay
+ * on a granule: (p - 2 MiB) rounded down to 128 MiB.  Regions that large let
+ * blocks of tens of MiB share one and take each other's granules when they
+ * are freed, rather than each needing fresh memory.  Blocks freed stay
  * resident until the purge schedule gives their granules back (as units of
  * SuperSlabs do), so a program that keeps freeing and allocating big blocks
  * reuses the same memory without a system call or a page fault.  Granules
@@ -24,8 +26,8 @@
 
 #define HK_GRANULE_SHIFT 21
 #define HK_GRANULE ((size_t)1 << HK_GRANULE_SHIFT)
-#define HK_REGION_SIZE ((size_t)64 << 20)
-#define HK_REGION_GRANULES 32
+#define HK_REGION_SIZE ((size_t)128 << 20)
+#define HK_REGION_GRANULES 64
 #define HK_REGION_MAGIC 0x6875676572656769ull
 #define HK_JUMBO_CACHE 4  /* freed jumbo regions kept for reuse */
 
@@ -46,11 +48,11 @@ static hk_region_t *jumbo_cache;   /* freed jumbo regions, newest first */
 static unsigned jumbo_cached;
 static size_t live_blocks, live_bytes;  /* blocks in use and the bytes of their granules */
 
-static uint64_t granules_mask(unsigned g, unsigned n) { return ((1ull << n) - 1) << g; }
+static uint64_t granules_mask(unsigned g, unsigned n) { return (n >= 64 ? ~0ull : (1ull << n) - 1) << g; }
 static size_t granules(size_t size) { return (size + HK_GRANULE - 1) >> HK_GRANULE_SHIFT; }
 static uint64_t resident_free(const hk_region_t *r) { return r->dirty | r->dirty_old; }
 
-/* The region of a block: its header lies in the 64 MiB-aligned granule
+/* The region of a block: its header lies in the region-aligned granule
  * before or below the block. */
 static hk_region_t *region_of(const void *p) {
   return (hk_region_t *)(((uintptr_t)p - HK_GRANULE) & ~(HK_REGION_SIZE - 1));
@@ -69,7 +71,7 @@ static hk_region_t *lookup(const void *p) {
   return g < HK_REGION_GRANULES && r->run[g] && (r->used >> g & 1) ? r : NULL;
 }
 
-/* The region whose header p's 64 MiB or the one below starts with, or NULL. */
+/* The region whose header p's region-sized span or the one below starts with, or NULL. */
 static hk_region_t *region_around(const void *p) {
   hk_region_t *r = (hk_region_t *)((uintptr_t)p & ~(HK_REGION_SIZE - 1));
   if (hk_class_map_lookup(r) != HK_MAP_REGION) r = region_of(p);
@@ -112,7 +114,7 @@ static void guard(hk_region_t *r, void *p, bool on) {
 }
 
 /* Maps a region of `size` bytes whose block, `offset` bytes in, is aligned to
- * `alignment` (the region itself to 64 MiB). */
+ * `alignment` (the region itself to HK_REGION_SIZE). */
 static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
   size_t align = hk_max(alignment, HK_REGION_SIZE);
   hk_region_t *r = hk_os_map_aligned(size, align, align > HK_REGION_SIZE ? offset : 0);
@@ -359,7 +361,7 @@ static bool shared_resize(hk_region_t *r, void *p, size_t size) {
 }
 
 /* Resizes a jumbo region with mremap: in place when the address space after
- * it is free, else moved (pages and all, no copy) to a new 64 MiB-aligned
+ * it is free, else moved (pages and all, no copy) to a new region-aligned
  * place.  The header granule and the rest are moved apart: asking for huge
  * pages on the rest made them two mappings as far as the kernel knows. */
 static void *jumbo_resize(hk_region_t *r, size_t size) {

@@ -13,7 +13,8 @@
  *         hk_central_take                 a batch parked on this CPU, or on another, or
  *                                         blocks from slabs (central.c)
  *           hk_slab_new -> take_units     a run of units in the arena (superslab.c)
- *             superslab_map -> hk_os_map_aligned, hk_class_map_reserve
+ *             superslab_map -> spares_map  the next of a few SuperSlabs mapped at once
+ *               hk_os_map_aligned, hk_class_map_reserve
  *           hk_large_take                 large classes: a one-block slab, no central cache
  *         hk_purge_poll                   a tick due? (purge.c) -> hk_central_purge,
  *                                         hk_superslab_purge, hk_huge_purge -> hk_os_decommit
@@ -243,6 +244,7 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define HK_SS_SHIFT 22                          /* SuperSlab: 4 MiB, aligned to its size */
 #define HK_SS_SIZE ((size_t)1 << HK_SS_SHIFT)
 #define HK_SS_UNITS (HK_SS_SIZE / HK_UNIT_SIZE) /* 64 units; unit 0 holds the header */
+#define HK_SS_CHUNK 8                           /* most SuperSlabs mapped by one mmap */
 /* Units never given to slabs: the header; in the hardened build also the
  * last unit, mapped inaccessible, so that an overrun off the end of one
  * SuperSlab faults before it reaches the next. */

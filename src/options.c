@@ -30,7 +30,7 @@ static const char *const decommit_names[] = {"OFF", "FREE", "DONTNEED", NULL};
 const hk_option_t hk_option_table[] = {
     {"HAKMEM_PROFILE", HK_OPT_PROFILE_FIELD, HK_OPT_ENUM, {HK_PROFILE_SPEED, HK_PROFILE_BALANCED, HK_PROFILE_LEAN}, 0,
      profile_names, "named presets of the options below: speed (the default), balanced or lean"},
-    {"HAKMEM_PURGE_DELAY_MS", FIELD(purge_delay_ms), HK_OPT_UINT, {100, 100, 20}, 3600000, NULL,
+    {"HAKMEM_PURGE_DELAY_MS", FIELD(purge_delay_ms), HK_OPT_UINT, {1000, 100, 20}, 3600000, NULL,
      "free memory unused for this long (up to twice as long) is given back to the OS; 0: at once"},
     {"HAKMEM_BACKGROUND_PURGE", FIELD(background_purge), HK_OPT_BOOL, {0, 1, 1}, 1, NULL,
      "a thread of hakmem's gives free memory back while the program is idle (started once 4 MiB wait)"},

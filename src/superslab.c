@@ -59,20 +59,46 @@ static size_t decommit_units(hk_superslab_t *ss, uint64_t bits) {
 
 static size_t units_bytes(uint64_t bits) { return (size_t)__builtin_popcountll(bits) * HK_UNIT_SIZE; }
 
-static hk_superslab_t *superslab_map(hk_arena_t *a) {
-  hk_superslab_t *ss = hk_os_map_aligned(HK_SS_SIZE, HK_SS_SIZE, 0);
-  if (!ss) return NULL;
-  if (!hk_class_map_reserve(ss, HK_SS_SIZE)) {
-    hk_os_unmap(ss, HK_SS_SIZE);
-    return NULL;
+/* SuperSlabs are mapped several at a time, as many as are mapped already (at
+ * most HK_SS_CHUNK): a growing process makes a few system calls, not one per
+ * 4 MiB, and those not yet handed out cost address space only. */
+static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *spare;    /* the next of the SuperSlabs mapped but not handed out */
+static unsigned nspare;
+
+/* Maps the next few SuperSlabs; called with spare_lock held. */
+static bool spares_map(void) {
+  unsigned mapped = atomic_load_explicit(&superslabs_mapped, memory_order_relaxed);
+  for (unsigned n = hk_max(hk_min(mapped, HK_SS_CHUNK), 1u); n; n /= 2) {
+    uint8_t *p = hk_os_map_aligned(n * HK_SS_SIZE, HK_SS_SIZE, 0);
+    if (!p) continue;
+    if (!hk_class_map_reserve(p, n * HK_SS_SIZE)) {
+      hk_os_unmap(p, n * HK_SS_SIZE);
+      continue;
+    }
+    /* Transparent huge pages map 2 MiB per page fault instead of 4 KiB, but
+     * a huge page is resident whole: the process's first SuperSlab stays on
+     * small pages, so that a small program stays small.  A huge page's
+     * untouched units are resident but not counted as such, and purging
+     * leaves them: so only the speed profile takes them. */
+    if (hk_opt.ss_thp && mapped > 0) hk_os_advise_huge(p, n * HK_SS_SIZE);
+    spare = p;
+    nspare = n;
+    return true;
   }
-  /* Transparent huge pages map 2 MiB per page fault instead of 4 KiB, but a
-   * huge page is resident whole: the process's first SuperSlab stays on small
-   * pages, so that a small program stays small.  A huge page's untouched
-   * units are resident but not counted as such, and purging leaves them: so
-   * only the speed profile takes them. */
-  if (hk_opt.ss_thp && atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed) > 0)
-    hk_os_advise_huge(ss, HK_SS_SIZE);
+  return false;
+}
+
+static hk_superslab_t *superslab_map(hk_arena_t *a) {
+  pthread_mutex_lock(&spare_lock);
+  hk_superslab_t *ss = nspare || spares_map() ? (hk_superslab_t *)spare : NULL;
+  if (ss) {
+    spare += HK_SS_SIZE;
+    nspare--;
+    atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&spare_lock);
+  if (!ss) return NULL;
   ss->used = HK_SS_RESERVED;  /* fresh mappings are zero otherwise */
   if (HAK_HARDENED) hk_os_protect((uint8_t *)ss + HK_SS_SIZE - HK_UNIT_SIZE, HK_UNIT_SIZE, false);
   ss->arena = (uint8_t)(a - arenas);
@@ -300,6 +326,7 @@ size_t hk_superslab_purge(int mode, size_t want) {
 
 void hk_superslab_fork_lock(void) {
   for (unsigned i = 0; i < HK_ARENAS; i++) pthread_mutex_lock(&arenas[i].lock);
+  pthread_mutex_lock(&spare_lock);
 }
 
 void hk_superslab_fork_unlock(bool child) {
@@ -307,4 +334,6 @@ void hk_superslab_fork_unlock(bool child) {
     if (child) pthread_mutex_init(&arenas[i].lock, NULL);
     else pthread_mutex_unlock(&arenas[i].lock);
   }
+  if (child) pthread_mutex_init(&spare_lock, NULL);
+  else pthread_mutex_unlock(&spare_lock);
 }

@@ -47,7 +47,7 @@ static void profiles_set_their_options(void) {
                                    {"HAKMEM_BACKGROUND_PURGE", "1"}, {"HAKMEM_WARM_POOL_SIZE", "0"},
                                    {"HAKMEM_LARGE_CACHE", "8M"},     {"HAKMEM_HUGE_THP", "0"}};
   static const setting_t speed[] = {{"HAKMEM_SS_MEM_LEAN", "0"}, {"HAKMEM_BACKGROUND_PURGE", "0"},
-                                    {"HAKMEM_PURGE_DELAY_MS", "100"}};
+                                    {"HAKMEM_PURGE_DELAY_MS", "1000"}};
   child_result_t res;
   const char *env_b[] = {"HAKMEM_VERBOSE=1", "HAKMEM_PROFILE=balanced", NULL};
   run_with(env_b, &res);
