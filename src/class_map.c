@@ -27,8 +27,9 @@ static struct {
 } before_setup;
 hk_fast_t hk_fast = {.map = &before_setup.unit0, .map_units = 1};
 
-/* The ceiling the map should cover, before trying to reserve it. */
-static uintptr_t wanted_ceiling(void) {
+/* The ceiling the map should cover, before trying to reserve it; *roomy
+ * when address space costs nothing (no limit, no strict overcommit). */
+static uintptr_t wanted_ceiling(bool *roomy) {
   int here;
   uintptr_t top = (uintptr_t)1 << 36;
   while (top <= (uintptr_t)&here && top < (uintptr_t)1 << 48) top <<= 1;  /* the stack is near the top */
@@ -44,18 +45,26 @@ static uintptr_t wanted_ceiling(void) {
     if (read(fd, &mode, 1) != 1) mode = 0;
     close(fd);
   }
+  *roomy = mode != '2';
   return mode == '2' ? hk_min(top, (uintptr_t)1 << 40) : top;
 }
 
+/* The map comes with the space for SuperSlabs and regions after it (os.c)
+ * when address space is roomy, in the same reservation. */
 void hk_class_map_init(void) {
-  for (uintptr_t ceiling = wanted_ceiling(); ceiling >= (uintptr_t)1 << 32; ceiling >>= 1) {
-    uint8_t *map = hk_os_reserve(HK_PAGE_SIZE + (ceiling >> HK_UNIT_SHIFT));
-    if (!map) continue;
-    map += HK_PAGE_SIZE;  /* the page before the map holds the magic words */
-    hk_class_magic_fill((uint32_t *)map - 256);
-    hk_fast.map = map;
+  bool roomy = false;
+  uintptr_t ceiling = wanted_ceiling(&roomy);
+  size_t space = HK_SPACE_SIZE + HK_REGION_SIZE;  /* room to align it */
+  for (; ceiling >= (uintptr_t)1 << 32; ceiling >>= 1) {
+    size_t bytes = HK_PAGE_SIZE + (ceiling >> HK_UNIT_SHIFT);
+    uint8_t *map = roomy ? hk_os_reserve(bytes + space) : NULL;
+    bool with_space = map != NULL;
+    if (!map && !(map = hk_os_reserve(bytes))) continue;
+    hk_class_magic_fill((uint32_t *)(map + HK_PAGE_SIZE) - 256);  /* the page before the map */
+    hk_fast.map = map + HK_PAGE_SIZE;
     __atomic_store_n(&hk_fast.map_units, ceiling >> HK_UNIT_SHIFT, __ATOMIC_RELEASE);
     hk_os_set_ceiling(ceiling);
+    if (with_space) hk_os_space_init(map + bytes, space);
     return;
   }
 }

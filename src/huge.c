@@ -26,7 +26,6 @@
 
 #define HK_GRANULE_SHIFT 21
 #define HK_GRANULE ((size_t)1 << HK_GRANULE_SHIFT)
-#define HK_REGION_SIZE ((size_t)128 << 20)
 #define HK_REGION_GRANULES 64
 #define HK_REGION_MAGIC 0x6875676572656769ull
 #define HK_JUMBO_CACHE 4  /* freed jumbo regions kept for reuse */
@@ -117,7 +116,8 @@ static void guard(hk_region_t *r, void *p, bool on) {
  * `alignment` (the region itself to HK_REGION_SIZE). */
 static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
   size_t align = hk_max(alignment, HK_REGION_SIZE);
-  hk_region_t *r = hk_os_map_aligned(size, align, align > HK_REGION_SIZE ? offset : 0);
+  hk_region_t *r = offset == 0 ? hk_os_space_take(size) : NULL;  /* shared: never resized */
+  if (!r) r = hk_os_map_aligned(size, align, align > HK_REGION_SIZE ? offset : 0);
   if (!r) return NULL;
   if (!hk_class_map_reserve(r, size)) {
     hk_os_unmap(r, size);

@@ -7,14 +7,14 @@
  *   malloc(n) = hk_malloc_fast            n <= 8 KiB and the class's list has a block: pop
  *     hk_malloc_slow                      (tcache.c)
  *       hk_huge_alloc                     n > 1 MiB: granules of a region (huge.c)
- *         region_map -> hk_os_map_aligned, hk_os_advise_huge     (os.c)
+ *         region_map -> hk_os_space_take or hk_os_map_aligned, hk_os_advise_huge  (os.c)
  *       hk_malloc_class -> tcache_refill  the list is empty
  *         hk_thread_init                  first call of the thread: capacities, prewarm
  *         hk_central_take                 a batch parked on this CPU, or on another, or
  *                                         blocks from slabs (central.c)
  *           hk_slab_new -> take_units     a run of units in the arena (superslab.c)
- *             superslab_map -> spares_map  the next of a few SuperSlabs mapped at once
- *               hk_os_map_aligned, hk_class_map_reserve
+ *             superslab_map -> hk_os_space_take  a slot of the space reserved at start-up,
+ *               or spares_map -> hk_os_map_aligned  else a few SuperSlabs mapped at once
  *           hk_large_take                 large classes: a one-block slab, no central cache
  *         hk_purge_poll                   a tick due? (purge.c) -> hk_central_purge,
  *                                         hk_superslab_purge, hk_huge_purge -> hk_os_decommit
@@ -245,6 +245,7 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define HK_SS_SIZE ((size_t)1 << HK_SS_SHIFT)
 #define HK_SS_UNITS (HK_SS_SIZE / HK_UNIT_SIZE) /* 64 units; unit 0 holds the header */
 #define HK_SS_CHUNK 8                           /* most SuperSlabs mapped by one mmap */
+#define HK_REGION_SIZE ((size_t)128 << 20)      /* huge blocks share regions this big */
 /* Units never given to slabs: the header; in the hardened build also the
  * last unit, mapped inaccessible, so that an overrun off the end of one
  * SuperSlab faults before it reaches the next. */
@@ -423,7 +424,10 @@ HK_HIDDEN void hk_huge_fork_unlock(bool child);
 
 /* ---- OS layer (os.c) -------------------------------------------------------- */
 HK_HIDDEN void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset);
-HK_HIDDEN void hk_os_unmap(void *p, size_t size);
+HK_HIDDEN void hk_os_unmap(void *p, size_t size);  /* a slot of the space goes back to it */
+#define HK_SPACE_SIZE ((size_t)1 << 30)           /* reserved with the class map when it can be */
+HK_HIDDEN void hk_os_space_init(void *start, size_t size);
+HK_HIDDEN void *hk_os_space_take(size_t size);  /* HK_SS_SIZE or HK_REGION_SIZE; NULL if none free */
 HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target);
 HK_HIDDEN size_t hk_os_page_size(void);
 HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, committed as touched */

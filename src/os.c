@@ -80,7 +80,61 @@ void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
   return p;
 }
 
+/* The space: address space reserved with the class map (one system call
+ * for both), carved into slots: SuperSlabs in its first HK_SPACE_SS bytes,
+ * shared huge regions in the rest.  A slot is taken with an atomic bitmap
+ * and given back with MADV_DONTNEED, so it reads as zero again, as a fresh
+ * mapping does: a process that grows to a few hundred MiB makes no mmap or
+ * munmap call for its SuperSlabs and regions, and one madvise gives the
+ * SuperSlabs but the first huge pages (HAKMEM_SS_THP).  Without a space
+ * (under an address-space limit or strict overcommit) or once it is full,
+ * they are mapped one by one. */
+#define HK_SPACE_SS ((size_t)256 << 20)
+static uint8_t *space;
+static atomic_ullong space_taken[2];  /* a bit per slot: SuperSlabs, regions */
+
+static const struct {
+  size_t offset, slot, slots;
+} pools[2] = {{0, HK_SS_SIZE, HK_SPACE_SS / HK_SS_SIZE},
+              {HK_SPACE_SS, HK_REGION_SIZE, (HK_SPACE_SIZE - HK_SPACE_SS) / HK_REGION_SIZE}};
+
+void hk_os_space_init(void *start, size_t size) {
+  uint8_t *s = (uint8_t *)hk_align_up((uintptr_t)start, HK_REGION_SIZE);
+  if (s + HK_SPACE_SIZE > (uint8_t *)start + size || (uintptr_t)s + HK_SPACE_SIZE > ceiling) return;
+  space = s;
+  if (hk_opt.ss_thp) hk_os_advise_huge(s + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
+}
+
+/* A free slot of `size` bytes aligned to its size (HK_SS_SIZE or
+ * HK_REGION_SIZE), zero, or NULL if there is none. */
+void *hk_os_space_take(size_t size) {
+  unsigned k = size == HK_REGION_SIZE;
+  if (!space || size != pools[k].slot) return NULL;
+  unsigned long long taken = atomic_load_explicit(&space_taken[k], memory_order_relaxed), all = pools[k].slots >= 64 ? ~0ull : (1ull << pools[k].slots) - 1;
+  while (taken != all) {
+    unsigned i = (unsigned)__builtin_ctzll(~taken);
+    if (atomic_compare_exchange_weak_explicit(&space_taken[k], &taken, taken | 1ull << i, memory_order_acquire,
+                                              memory_order_relaxed)) {
+      account_mapped(size);
+      return space + pools[k].offset + i * size;
+    }
+  }
+  return NULL;
+}
+
+static bool space_give(void *p, size_t size) {
+  uintptr_t off = (uintptr_t)p - (uintptr_t)space;
+  if (!space || (uintptr_t)p < (uintptr_t)space || off >= HK_SPACE_SIZE) return false;
+  unsigned k = off >= HK_SPACE_SS;
+  atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
+  madvise(p, size, MADV_DONTNEED);
+  atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
+  atomic_fetch_and_explicit(&space_taken[k], ~(1ull << ((off - pools[k].offset) / size)), memory_order_release);
+  return true;
+}
+
 void hk_os_unmap(void *p, size_t size) {
+  if (space_give(p, size)) return;
   unmap_raw(p, size);
   atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
 }

@@ -59,7 +59,8 @@ static size_t decommit_units(hk_superslab_t *ss, uint64_t bits) {
 
 static size_t units_bytes(uint64_t bits) { return (size_t)__builtin_popcountll(bits) * HK_UNIT_SIZE; }
 
-/* SuperSlabs are mapped several at a time, as many as are mapped already (at
+/* Once the space reserved at start-up is full, or when there is none,
+ * SuperSlabs are mapped several at a time, as many as are mapped already (at
  * most HK_SS_CHUNK): a growing process makes a few system calls, not one per
  * 4 MiB, and those not yet handed out cost address space only. */
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -89,16 +90,21 @@ static bool spares_map(void) {
   return false;
 }
 
+/* A SuperSlab from the space reserved at start-up (os.c), or else one of the
+ * spares. */
 static hk_superslab_t *superslab_map(hk_arena_t *a) {
-  pthread_mutex_lock(&spare_lock);
-  hk_superslab_t *ss = nspare || spares_map() ? (hk_superslab_t *)spare : NULL;
-  if (ss) {
-    spare += HK_SS_SIZE;
-    nspare--;
-    atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed);
+  hk_superslab_t *ss = hk_os_space_take(HK_SS_SIZE);
+  if (!ss) {
+    pthread_mutex_lock(&spare_lock);
+    if (nspare || spares_map()) {
+      ss = (hk_superslab_t *)spare;
+      spare += HK_SS_SIZE;
+      nspare--;
+    }
+    pthread_mutex_unlock(&spare_lock);
+    if (!ss) return NULL;
   }
-  pthread_mutex_unlock(&spare_lock);
-  if (!ss) return NULL;
+  atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed);
   ss->used = HK_SS_RESERVED;  /* fresh mappings are zero otherwise */
   if (HAK_HARDENED) hk_os_protect((uint8_t *)ss + HK_SS_SIZE - HK_UNIT_SIZE, HK_UNIT_SIZE, false);
   ss->arena = (uint8_t)(a - arenas);

@@ -208,7 +208,10 @@ void new_handler_then_bad_alloc() {
   CHECK(std::get_new_handler() == nullptr);
 }
 
-constexpr size_t kReserve = size_t(64) << 20;
+// Above the largest shared huge region (126 MiB), so that it is a mapping of
+// its own: the address space reserved at start-up is not subject to a limit
+// set later.
+constexpr size_t kReserve = size_t(192) << 20;
 void *reserve;
 
 void handler_that_frees_reserve() {
@@ -221,8 +224,8 @@ void handler_that_frees_reserve() {
   }
 }
 
-// In a child, under an address-space limit that leaves 32 MiB: a 64 MiB
-// request fails until the handler frees a 64 MiB reserve, then succeeds.
+// In a child, under an address-space limit that leaves 32 MiB: a 192 MiB
+// request fails until the handler frees a 192 MiB reserve, then succeeds.
 void reserve_child(void *) {
   reserve = ::operator new(kReserve);
   memset(reserve, 1, 4096);

@@ -2,7 +2,11 @@
 /* hakmem only.  In a steady state the allocator makes no system calls: after
  * a warm-up of a random mix of malloc and free (sizes 16 to 1040 bytes, a
  * working set of 400 blocks), one million more iterations of the same mix
- * must leave hak_os_stats' mmap, munmap, madvise and mremap counts unchanged. */
+ * must leave hak_os_stats' mmap, munmap, madvise and mremap counts unchanged.
+ * And a process that grows to a few hundred MiB, gives it back and grows
+ * again maps nothing after start-up: its SuperSlabs and huge regions come
+ * from the address space reserved with the class map. */
+#include <malloc.h>
 #include "testutil.h"
 
 enum { WORKING_SET = 400, WARMUP = 1000000, MEASURED = 1000000 };
@@ -44,9 +48,58 @@ static void no_os_calls_in_steady_state(void) {
   for (k = 0; k < WORKING_SET; k++) free(slot[k]);
 }
 
+enum { SMALL = 25600, SMALL_SIZE = 4000, HUGE = 4 };
+#define HUGE_SIZE ((size_t)50 << 20)
+
+/* 100 MiB of small blocks and 200 MiB of huge ones, every page written. */
+static void grow(void **small, void **huge) {
+  for (int i = 0; i < SMALL; i++) {
+    small[i] = malloc(SMALL_SIZE);
+    CHECK(small[i] != NULL);
+    memset(small[i], i, SMALL_SIZE);
+  }
+  for (int i = 0; i < HUGE; i++) {
+    huge[i] = malloc(HUGE_SIZE);
+    CHECK(huge[i] != NULL);
+    memset(huge[i], i, HUGE_SIZE);
+  }
+}
+
+static void release(void **small, void **huge) {
+  for (int i = 0; i < SMALL; i++) free(small[i]);
+  for (int i = 0; i < HUGE; i++) free(huge[i]);
+  malloc_trim(0);
+}
+
+static void growth_maps_nothing(void) {
+  static void *small[SMALL];
+  void *huge[HUGE];
+  hak_os_stats_t a, b, c, d;
+  free(malloc(1));
+  hak_os_stats(&a);
+  grow(small, huge);
+  hak_os_stats(&b);
+  release(small, huge);
+  hak_os_stats(&c);
+  grow(small, huge);
+  hak_os_stats(&d);
+  release(small, huge);
+  printf("  mmap %llu/%llu/%llu/%llu, munmap %llu/%llu/%llu/%llu, mapped %llu/%llu/%llu/%llu MiB "
+         "(started, grown, given back, grown again)\n",
+         a.mmap_calls, b.mmap_calls, c.mmap_calls, d.mmap_calls, a.munmap_calls, b.munmap_calls,
+         c.munmap_calls, d.munmap_calls, a.mapped_bytes >> 20, b.mapped_bytes >> 20, c.mapped_bytes >> 20,
+         d.mapped_bytes >> 20);
+  CHECK_EQ(d.mmap_calls, a.mmap_calls);
+  CHECK_EQ(d.munmap_calls, a.munmap_calls);
+  CHECK(b.mapped_bytes >= a.mapped_bytes + ((size_t)290 << 20));
+  CHECK_MSG(c.mapped_bytes + ((size_t)150 << 20) <= b.mapped_bytes, "malloc_trim gave back less than 150 MiB");
+  CHECK(d.mapped_bytes >= c.mapped_bytes + ((size_t)140 << 20));
+}
+
 int main(void) {
   test_init();
   CHECK_MSG(hakmem_active(), "this test needs hakmem");
+  RUN(growth_maps_nothing);
   RUN(no_os_calls_in_steady_state);
   return 0;
 }
