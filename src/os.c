@@ -88,7 +88,7 @@ void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
  * munmap call for its SuperSlabs and regions, and one madvise gives the
  * SuperSlabs but the first huge pages (HAKMEM_SS_THP).  Without a space
  * (under an address-space limit or strict overcommit) or once it is full,
- * they are mapped one by one. */
+ * the callers map their own (hk_os_map_aligned). */
 #define HK_SPACE_SS ((size_t)256 << 20)
 static uint8_t *space;
 static atomic_ullong space_taken[2];  /* a bit per slot: SuperSlabs, regions */
@@ -110,7 +110,8 @@ void hk_os_space_init(void *start, size_t size) {
 void *hk_os_space_take(size_t size) {
   unsigned k = size == HK_REGION_SIZE;
   if (!space || size != pools[k].slot) return NULL;
-  unsigned long long taken = atomic_load_explicit(&space_taken[k], memory_order_relaxed), all = pools[k].slots >= 64 ? ~0ull : (1ull << pools[k].slots) - 1;
+  unsigned long long all = pools[k].slots >= 64 ? ~0ull : (1ull << pools[k].slots) - 1;
+  unsigned long long taken = atomic_load_explicit(&space_taken[k], memory_order_relaxed);
   while (taken != all) {
     unsigned i = (unsigned)__builtin_ctzll(~taken);
     if (atomic_compare_exchange_weak_explicit(&space_taken[k], &taken, taken | 1ull << i, memory_order_acquire,
@@ -123,8 +124,8 @@ void *hk_os_space_take(size_t size) {
 }
 
 static bool space_give(void *p, size_t size) {
-  uintptr_t off = (uintptr_t)p - (uintptr_t)space;
-  if (!space || (uintptr_t)p < (uintptr_t)space || off >= HK_SPACE_SIZE) return false;
+  if (!space || (uint8_t *)p < space || (uint8_t *)p >= space + HK_SPACE_SIZE) return false;
+  uintptr_t off = (uintptr_t)((uint8_t *)p - space);
   unsigned k = off >= HK_SPACE_SS;
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
   madvise(p, size, MADV_DONTNEED);
