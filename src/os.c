@@ -85,13 +85,15 @@ void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
  * shared huge regions in the rest.  A slot is taken with an atomic bitmap
  * and given back with MADV_DONTNEED, so it reads as zero again, as a fresh
  * mapping does: a process that grows to a few hundred MiB makes no mmap or
- * munmap call for its SuperSlabs and regions, and one madvise gives the
- * SuperSlabs but the first huge pages (HAKMEM_SS_THP).  Without a space
+ * munmap call for its SuperSlabs and regions, and one madvise, when a
+ * second SuperSlab is first taken, gives all the SuperSlabs but the first huge
+ * pages (HAKMEM_SS_THP): a program that needs one makes none.  Without a space
  * (under an address-space limit or strict overcommit) or once it is full,
  * the callers map their own (hk_os_map_aligned). */
 #define HK_SPACE_SS ((size_t)256 << 20)
 static uint8_t *space;
 static atomic_ullong space_taken[2];  /* a bit per slot: SuperSlabs, regions */
+static atomic_bool space_advised;     /* the SuperSlab slots have had their madvise */
 
 static const struct {
   size_t offset, slot, slots;
@@ -102,7 +104,6 @@ void hk_os_space_init(void *start, size_t size) {
   uint8_t *s = (uint8_t *)hk_align_up((uintptr_t)start, HK_REGION_SIZE);
   if (s + HK_SPACE_SIZE > (uint8_t *)start + size || (uintptr_t)s + HK_SPACE_SIZE > ceiling) return;
   space = s;
-  if (hk_opt.ss_thp) hk_os_advise_huge(s + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
 }
 
 /* A free slot of `size` bytes aligned to its size (HK_SS_SIZE or
@@ -117,6 +118,8 @@ void *hk_os_space_take(size_t size) {
     if (atomic_compare_exchange_weak_explicit(&space_taken[k], &taken, taken | 1ull << i, memory_order_acquire,
                                               memory_order_relaxed)) {
       account_mapped(size);
+      if (k == 0 && i > 0 && hk_opt.ss_thp && !atomic_exchange(&space_advised, true))
+        hk_os_advise_huge(space + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
       return space + pools[k].offset + i * size;
     }
   }
