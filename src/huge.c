@@ -155,6 +155,7 @@ static void take_granules(hk_region_t *r, unsigned g, unsigned n) {
   r->dirty &= ~bits;
   r->dirty_old &= ~bits;
   if (reused) hk_purge_resident_add(-(ptrdiff_t)((size_t)__builtin_popcountll(reused) << HK_GRANULE_SHIFT));
+  if (reused != bits) hk_purge_fresh((size_t)__builtin_popcountll(bits & ~reused) << HK_GRANULE_SHIFT);
 }
 
 static void release_granules(hk_region_t *r, unsigned g, unsigned n) {

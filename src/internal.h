@@ -520,6 +520,7 @@ extern atomic_bool hk_purge_pending HK_HIDDEN;  /* some free memory waits for a 
 HK_HIDDEN void hk_purge_note(void);              /* free memory to give back later */
 HK_HIDDEN void hk_purge_resident_add(ptrdiff_t bytes);  /* free resident memory grew/shrank */
 HK_HIDDEN size_t hk_purge_resident(void);
+HK_HIDDEN void hk_purge_fresh(size_t bytes);   /* fresh memory taken (lean mode's cap learns from it) */
 HK_HIDDEN void hk_purge_poll_slow(void);
 HK_HIDDEN bool hk_purge_all(void);
 HK_HIDDEN void hk_purge_fork_lock(void);

@@ -42,7 +42,8 @@ const hk_option_t hk_option_table[] = {
      "how free memory is given back: DONTNEED (madvise MADV_DONTNEED), FREE (MADV_FREE: taken "
      "when the kernel needs it) or OFF (never; pages stay resident)"},
     {"HAKMEM_SS_MEM_LEAN_TARGET_MB", FIELD(lean_target_mb), HK_OPT_UINT, SAME(8), 1 << 20, NULL,
-     "lean mode: most free memory (MiB) kept resident"},
+     "lean mode: most free memory (MiB) kept resident; up to 8 times more for a program that takes back at once "
+     "what was given back"},
     {"HAKMEM_LARGE_CACHE", FIELD(large_cache), HK_OPT_SIZE, {64 << 20, 32 << 20, 8 << 20}, (size_t)1 << 40, NULL,
      "bytes of 32 KiB-1 MiB blocks all thread caches together may hold (2 MiB per thread at most)"},
     {"HAKMEM_HUGE_THP", FIELD(huge_thp), HK_OPT_BOOL, {1, 1, 0}, 1, NULL,

@@ -16,18 +16,34 @@
  * That thread is started lazily, once 4 MiB of free memory wait (so small
  * and short programs never see it), with every signal blocked; it sleeps
  * while nothing waits; a failure to create it only means the ticks stay on
- * the slow paths.  In lean mode, free resident memory above
- * HAKMEM_SS_MEM_LEAN_TARGET_MB is given back at once. */
+ * the slow paths.  In lean mode, free resident memory above a cap is given
+ * back at once.  The cap starts at HAKMEM_SS_MEM_LEAN_TARGET_MB and learns:
+ * when, by the next trim (within a few purge delays), the program has taken
+ * fresh memory for half or more of what a trim gave back, that was memory in
+ * use, not memory left over, and giving it back only bought page faults: the
+ * cap doubles (up to HK_LEAN_CAP_GROWTH times the target).  After
+ * HK_LEAN_QUIET_TICKS ticks without a trim it halves back towards the
+ * target. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <time.h>
 #include "internal.h"
 
 #define HK_PURGER_START ((size_t)4 << 20)  /* free resident bytes that start the purger */
+#define HK_LEAN_CAP_GROWTH 8               /* lean mode's cap: at most this times the target */
+#define HK_LEAN_QUIET_TICKS 50              /* ticks without a trim before the cap halves */
 
 atomic_bool hk_purge_pending;
 static _Atomic uint64_t next_tick;          /* ms, CLOCK_MONOTONIC_COARSE */
 static atomic_size_t resident_free;         /* bytes free but still resident */
+/* Lean mode's cap (free resident bytes kept at most; 0: the target) and what
+ * it learns from: the bytes the last trim gave back, when (ms), and the
+ * fresh bytes taken since; ticks since the last trim.  The caller of
+ * lean_trim and lean_quiet holds tick_lock. */
+static atomic_size_t lean_cap, lean_retaken;
+static size_t lean_trimmed;
+static uint64_t lean_trim_ms;
+static unsigned lean_quiet_ticks;
 static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
 
 enum { PURGER_OFF, PURGER_STARTING, PURGER_RUNNING };
@@ -47,19 +63,46 @@ void hk_purge_resident_add(ptrdiff_t bytes) {
 
 size_t hk_purge_resident(void) { return atomic_load_explicit(&resident_free, memory_order_relaxed); }
 
-static bool over_lean_target(void) {
-  return hk_opt.mem_lean && hk_purge_resident() > (hk_opt.lean_target_mb << 20);
+static size_t lean_target(void) { return hk_opt.lean_target_mb << 20; }
+
+static size_t lean_cap_now(void) {
+  size_t cap = atomic_load_explicit(&lean_cap, memory_order_relaxed);
+  return cap ? cap : lean_target();
 }
 
-/* Lean mode over its target: gives back free resident memory, the oldest
- * first, down to half the target, so that the next time waits for as much
- * again.  The caller holds tick_lock. */
+static bool over_lean_target(void) { return hk_opt.mem_lean && hk_purge_resident() > lean_cap_now(); }
+
+/* Lean mode over its cap: gives back free resident memory, the oldest first,
+ * down to half the cap, so that the next time waits for as much again.  The
+ * caller holds tick_lock. */
 static void lean_trim(void) {
-  size_t resident = hk_purge_resident(), target = hk_opt.lean_target_mb << 20;
-  if (!hk_opt.mem_lean || resident <= target) return;
-  size_t want = resident - target / 2;
+  size_t resident = hk_purge_resident(), cap = lean_cap_now();
+  if (!hk_opt.mem_lean || resident <= cap) return;
+  uint64_t now = hk_os_now_ms();
+  size_t retaken = atomic_exchange_explicit(&lean_retaken, 0, memory_order_relaxed);
+  if (lean_trimmed && retaken >= lean_trimmed / 2 && now - lean_trim_ms <= 4 * hk_max(hk_opt.purge_delay_ms, 1)) {
+    /* what the last trim gave back was taken again: the cap was too low */
+    cap = hk_min(cap * 2, lean_target() * HK_LEAN_CAP_GROWTH);
+    atomic_store_explicit(&lean_cap, cap, memory_order_relaxed);
+    if (resident <= cap) return;
+  }
+  size_t want = resident - cap / 2;
   size_t bytes = hk_superslab_purge(HK_PURGE_DIRTY, want);
-  if (bytes < want) hk_huge_purge(HK_PURGE_DIRTY, want - bytes);
+  if (bytes < want) bytes += hk_huge_purge(HK_PURGE_DIRTY, want - bytes);
+  lean_trimmed = bytes;
+  lean_trim_ms = now;
+  lean_quiet_ticks = 0;
+}
+
+void hk_purge_fresh(size_t bytes) {
+  if (hk_opt.mem_lean) atomic_fetch_add_explicit(&lean_retaken, bytes, memory_order_relaxed);
+}
+
+/* A tick: a cap that went long without a trim halves back towards the target. */
+static void lean_quiet(void) {
+  if (++lean_quiet_ticks < HK_LEAN_QUIET_TICKS) return;
+  lean_quiet_ticks = 0;
+  atomic_store_explicit(&lean_cap, hk_max(lean_cap_now() / 2, lean_target()), memory_order_relaxed);
 }
 
 /* Runs a tick; the caller holds tick_lock.  `pending` is cleared first: a
@@ -70,6 +113,7 @@ static void tick(uint64_t now) {
   hk_central_purge(HK_PURGE_DUE);
   hk_superslab_purge(HK_PURGE_DUE, 0);
   hk_huge_purge(HK_PURGE_DUE, 0);
+  if (hk_opt.mem_lean) lean_quiet();
   lean_trim();
 }
 

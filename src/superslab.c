@@ -160,6 +160,7 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, bool huge_pages
   ss->dirty &= ~bits;
   ss->dirty_old &= ~bits;
   if (reused) hk_purge_resident_add(-(ptrdiff_t)units_bytes(reused));
+  if (reused != bits) hk_purge_fresh(units_bytes(bits & ~reused));
   if (ss->used == ~0ull) hk_list_remove(&a->partial, ss);
   return ss;
 }

@@ -12,7 +12,8 @@
  *   thread; the speed profile starts no thread;
  * - a process forked while the purger runs works, and gets a purger of its
  *   own when it needs one;
- * - lean mode keeps the free resident memory near its target without waiting.
+ * - lean mode keeps the free resident memory near its target without waiting,
+ *   and raises its cap for a program that keeps taking back what it gave.
  *
  * Cases that need other settings run the program again with them (the
  * options are read at start-up).  While idling, the program reads /proc with
@@ -243,15 +244,45 @@ static void fork_with_purger_running(void) {
 }
 
 /* Lean mode gives back what goes over its target (8 MiB) at once: just after
- * 128 MiB were freed, RSS is within the target plus what the caches pin (the
- * thread's few blocks of the class and the batches parked in the central
- * cache, each block holding its 64 KiB slab). */
+ * 128 MiB were freed, RSS is within the target plus what the caches pin: the
+ * thread's blocks of the class (up to 64, each holding its 64 KiB slab: 4
+ * MiB), the batches parked in the central cache (up to 2 MiB), the freed
+ * pointer array in the large-block cache (0.5 MiB).  Ten runs of this case
+ * here: 13.0-16.6 MiB above the start. */
 static void lean_keeps_little(void) {
   size_t start = rss_bytes(), count = 128 * MiB / 2000;
   release(fill(count, 2000), count);
   size_t after = rss_bytes();
   printf("  lean: RSS %zu KiB at start, %zu KiB just after freeing 128 MiB\n", start / 1024, after / 1024);
-  CHECK_MSG(after < start + 16 * MiB, "%zu KiB above the start", (after - start) / 1024);
+  CHECK_MSG(after < start + 20 * MiB, "%zu KiB above the start", (after - start) / 1024);
+}
+
+/* Lean mode's cap learns: a program that frees its working set and takes it
+ * again at once, round after round, gets it back from the trims as page
+ * faults only until the cap has grown past it (a few rounds); with a cap that
+ * stayed at its 8 MiB target, every round would fault 24 MiB in again. */
+static void lean_cap_learns(void) {
+  enum { ROUNDS = 40, COUNT = 32 * MiB / 4000, PAGES = 32 * MiB / 4096 };
+  void **a = malloc(COUNT * sizeof *a);
+  CHECK(a != NULL);
+  long first = 0, last = 0;
+  for (int r = 0; r < ROUNDS; r++) {
+    long before = minor_faults();
+    for (int i = 0; i < COUNT; i++) {
+      a[i] = malloc(4000);
+      CHECK(a[i] != NULL);
+      memset(a[i], r, 4000);
+    }
+    for (int i = 0; i < COUNT; i++) free(a[i]);
+    long faults = minor_faults() - before;
+    if (r >= 1 && r <= 10) first += faults;
+    if (r >= ROUNDS - 10) last += faults;
+  }
+  free(a);
+  printf("  lean: rounds 2-11 faulted %ld pages, the last 10 rounds %ld (a round uses %d)\n", first, last,
+         (int)PAGES);
+  CHECK_MSG(last * 4 < first, "%ld page faults in the last 10 rounds, %ld in rounds 2-11", last, first);
+  CHECK_MSG(last < 10 * PAGES / 8, "%ld page faults in the last 10 rounds", last);
 }
 
 /* A thread whose only call into the allocator is a free in the last round of
@@ -309,6 +340,7 @@ static const test_case_t cases[] = {
     {"speed_starts_no_thread", speed_starts_no_thread, {"HAKMEM_PROFILE=speed"}},
     {"fork_with_purger_running", fork_with_purger_running, {"HAKMEM_PROFILE=balanced"}},
     {"lean_keeps_little", lean_keeps_little, {"HAKMEM_PROFILE=lean"}},
+    {"lean_cap_learns", lean_cap_learns, {"HAKMEM_PROFILE=lean"}},
     {"late_frees_strand_nothing", late_frees_strand_nothing, {NULL}},
 };
 
