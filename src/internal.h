@@ -397,6 +397,7 @@ HK_HIDDEN hk_slab_t *hk_run_of(const void *p);  /* the run starting at p, or NUL
 HK_HIDDEN size_t hk_superslab_block_of(const void *p, bool *live);
 HK_HIDDEN size_t hk_superslab_used_bytes(void);  /* of units given to slabs */
 HK_HIDDEN size_t hk_superslab_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
+HK_HIDDEN size_t hk_superslab_resident(void);  /* bytes of free units still resident */
 HK_HIDDEN void hk_superslab_fork_lock(void);
 HK_HIDDEN void hk_superslab_fork_unlock(bool child);
 
@@ -445,6 +446,7 @@ HK_HIDDEN size_t hk_huge_block_of(const void *p, bool *live);
 HK_HIDDEN void hk_huge_counts(size_t *blocks, size_t *bytes);  /* in use, as the program sees them */
 HK_HIDDEN size_t hk_huge_used_bytes(void);                      /* of the granules in use */
 HK_HIDDEN size_t hk_huge_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
+HK_HIDDEN size_t hk_huge_resident(void);  /* bytes of free granules and cached jumbo regions still resident */
 HK_HIDDEN void hk_huge_fork_lock(void);
 HK_HIDDEN void hk_huge_fork_unlock(bool child);
 
@@ -518,8 +520,7 @@ enum {
 };
 extern atomic_bool hk_purge_pending HK_HIDDEN;  /* some free memory waits for a tick */
 HK_HIDDEN void hk_purge_note(void);              /* free memory to give back later */
-HK_HIDDEN void hk_purge_resident_add(ptrdiff_t bytes);  /* free resident memory grew/shrank */
-HK_HIDDEN size_t hk_purge_resident(void);
+HK_HIDDEN size_t hk_purge_resident(void);        /* bytes free but still resident, all layers */
 HK_HIDDEN void hk_purge_fresh(size_t bytes);   /* fresh memory taken (lean mode's cap learns from it) */
 HK_HIDDEN void hk_purge_poll_slow(void);
 HK_HIDDEN bool hk_purge_all(void);

@@ -35,7 +35,6 @@
 
 atomic_bool hk_purge_pending;
 static _Atomic uint64_t next_tick;          /* ms, CLOCK_MONOTONIC_COARSE */
-static atomic_size_t resident_free;         /* bytes free but still resident */
 /* Lean mode's cap (free resident bytes kept at most; 0: the target) and what
  * it learns from: the bytes the last trim gave back, when (ms), and the
  * fresh bytes taken since; ticks since the last trim.  The caller of
@@ -56,12 +55,7 @@ void hk_purge_note(void) {
   if (!atomic_load_explicit(&hk_purge_pending, memory_order_relaxed)) atomic_store(&hk_purge_pending, true);
 }
 
-void hk_purge_resident_add(ptrdiff_t bytes) {
-  atomic_fetch_add_explicit(&resident_free, (size_t)bytes, memory_order_relaxed);
-  if (bytes > 0) hk_purge_note();
-}
-
-size_t hk_purge_resident(void) { return atomic_load_explicit(&resident_free, memory_order_relaxed); }
+size_t hk_purge_resident(void) { return hk_superslab_resident() + hk_huge_resident(); }
 
 static size_t lean_target(void) { return hk_opt.lean_target_mb << 20; }
 

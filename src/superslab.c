@@ -21,6 +21,7 @@ typedef struct hk_arena {
   hk_superslab_t *partial;   /* SuperSlabs with some units in use and some free */
   hk_superslab_t *empty;     /* SuperSlabs with none in use */
   unsigned nempty;
+  size_t resident;           /* bytes of free units still resident (written under the lock) */
 } __attribute__((aligned(HK_CACHELINE))) hk_arena_t;
 
 static hk_arena_t arenas[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
@@ -38,6 +39,20 @@ unsigned hk_arena_assign(void) {
 }
 
 static uint64_t resident_free(const hk_superslab_t *ss) { return ss->dirty | ss->dirty_old; }
+
+/* The arena's free resident bytes grew or shrank; called with its lock held.
+ * Each arena counts its own, on a cache line threads of other arenas do not
+ * write. */
+static void resident_add(hk_arena_t *a, ptrdiff_t bytes) {
+  __atomic_store_n(&a->resident, a->resident + (size_t)bytes, __ATOMIC_RELAXED);
+  if (bytes > 0) hk_purge_note();
+}
+
+size_t hk_superslab_resident(void) {
+  size_t bytes = 0;
+  for (unsigned i = 0; i < HK_ARENAS; i++) bytes += __atomic_load_n(&arenas[i].resident, __ATOMIC_RELAXED);
+  return bytes;
+}
 
 /* Decommits the runs of units in `bits`; returns the bytes. */
 static size_t decommit_units(hk_superslab_t *ss, uint64_t bits) {
@@ -159,7 +174,7 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, bool huge_pages
   ss->used |= bits;
   ss->dirty &= ~bits;
   ss->dirty_old &= ~bits;
-  if (reused) hk_purge_resident_add(-(ptrdiff_t)units_bytes(reused));
+  if (reused) resident_add(a, -(ptrdiff_t)units_bytes(reused));
   if (reused != bits) hk_purge_fresh(units_bytes(bits & ~reused));
   if (ss->used == ~0ull) hk_list_remove(&a->partial, ss);
   return ss;
@@ -245,7 +260,7 @@ static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab) {
     decommit_units(ss, bits);
   } else {
     ss->dirty |= bits;
-    hk_purge_resident_add((ptrdiff_t)units_bytes(bits));
+    resident_add(a, (ptrdiff_t)units_bytes(bits));
   }
   if (was_full) hk_list_push(&a->partial, ss);
   if (ss->used == HK_SS_RESERVED) {
@@ -319,7 +334,7 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
   for (int l = 0; l < 2; l++) {
     for (hk_superslab_t *ss = lists[l]; ss; ss = ss->next) {
       size_t n = decommit_units(ss, mode == HK_PURGE_DUE ? ss->dirty_old : resident_free(ss));
-      if (n) hk_purge_resident_add(-(ptrdiff_t)n);
+      if (n) resident_add(a, -(ptrdiff_t)n);
       bytes += n;
       ss->dirty_old = mode == HK_PURGE_DUE ? ss->dirty : 0;
       ss->dirty = 0;
@@ -350,7 +365,7 @@ static size_t purge_oldest(hk_arena_t *a, size_t want) {
         uint64_t *bits = old ? &ss->dirty_old : &ss->dirty;
         size_t n = decommit_units(ss, *bits);
         *bits = 0;
-        if (n) hk_purge_resident_add(-(ptrdiff_t)n);
+        if (n) resident_add(a, -(ptrdiff_t)n);
         bytes += n;
       }
     }
