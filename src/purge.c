@@ -175,7 +175,8 @@ void hk_purge_poll_slow(void) {
     lean_trim();
     pthread_mutex_unlock(&tick_lock);
   }
-  if (hk_opt.background_purge && hk_purge_resident() >= HK_PURGER_START) purger_start();
+  if (hk_opt.background_purge && atomic_load(&purger_state) == PURGER_OFF && hk_purge_resident() >= HK_PURGER_START)
+    purger_start();
   if (atomic_load(&purger_state) != PURGER_RUNNING) {
     tick_if_due();
   } else if (atomic_load(&purger_sleeping)) {

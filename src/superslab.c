@@ -50,7 +50,7 @@ static void resident_add(hk_arena_t *a, ptrdiff_t bytes) {
 
 size_t hk_superslab_resident(void) {
   size_t bytes = 0;
-  for (unsigned i = 0; i < HK_ARENAS; i++) bytes += __atomic_load_n(&arenas[i].resident, __ATOMIC_RELAXED);
+  for (unsigned i = 0; i < narenas; i++) bytes += __atomic_load_n(&arenas[i].resident, __ATOMIC_RELAXED);
   return bytes;
 }
 
