@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Huge blocks (above the largest size class, 1 MiB).
  *
- * Up to 2 MiB, a huge block is a run of SuperSlab units where one fits (see
- * run_alloc below).  Otherwise it is a run of 2 MiB granules in a 128 MiB
- * region aligned to its size; granule 0 holds the region's header (only its
- * first page is ever touched), so a block's header is found from the block
- * itself, which starts
+ * A huge block is a run of 2 MiB granules in a 128 MiB region aligned to its
+ * size; granule 0 holds the region's header (only its first page is ever
+ * touched), so a block's header is found from the block itself, which starts
  * on a granule: (p - 2 MiB) rounded down to 128 MiB.  Regions that large let
  * blocks of tens of MiB share one and take each other's granules when they
  * are freed, rather than each needing fresh memory.  Blocks freed stay
@@ -126,7 +124,7 @@ static void guard(hk_region_t *r, void *p, bool on) {
  * `alignment` (the region itself to HK_REGION_SIZE). */
 static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
   size_t align = hk_max(alignment, HK_REGION_SIZE);
-  hk_region_t *r = offset == 0 ? hk_os_space_take(size, NULL) : NULL;  /* shared: never resized */
+  hk_region_t *r = offset == 0 ? hk_os_space_take(size) : NULL;  /* shared: never resized */
   if (!r) r = hk_os_map_aligned(size, align, align > HK_REGION_SIZE ? offset : 0);
   if (!r) return NULL;
   if (!hk_class_map_reserve(r, size)) {
@@ -189,11 +187,12 @@ static uint64_t aligned_starts(unsigned step) {
 static bool fits_region(size_t n, size_t alignment) {
   unsigned cold, slack;
   return n < HK_REGION_GRANULES && alignment <= HK_REGION_SIZE / 2 &&
-         hk_find_run(hk_bits(1, HK_REGION_GRANULES - 1), 0, (unsigned)n,
-                     aligned_starts((unsigned)hk_max(alignment >> HK_GRANULE_SHIFT, 1)), (unsigned)n, &cold, &slack) >= 0;
+         hk_find_run_best(hk_bits(1, HK_REGION_GRANULES - 1), 0, (unsigned)n,
+                          aligned_starts((unsigned)hk_max(alignment >> HK_GRANULE_SHIFT, 1)), (unsigned)n, &cold,
+                          &slack) >= 0;
 }
 
-/* A block of n granules from a shared region, the best place as hk_find_run
+/* A block of n granules from a shared region, the best place as hk_find_run_best
  * sees it.  Called with huge_lock held; NULL if no region can be mapped. */
 static void *shared_alloc(unsigned n, size_t alignment, bool zero, size_t size) {
   uint64_t starts = aligned_starts((unsigned)hk_max(alignment >> HK_GRANULE_SHIFT, 1));
@@ -202,14 +201,14 @@ static void *shared_alloc(unsigned n, size_t alignment, bool zero, size_t size) 
   int g = -1;
   unsigned best = n + 1, best_slack = 64, cold, slack;
   for (hk_region_t *s = regions; s && (best || best_slack); s = s->next) {
-    int at = hk_find_run(all & ~s->used, resident_free(s), n, starts, hk_min(best, n), &cold, &slack);
+    int at = hk_find_run_best(all & ~s->used, resident_free(s), n, starts, hk_min(best, n), &cold, &slack);
     if (at >= 0 && (cold < best || (cold == best && slack < best_slack))) r = s, g = at, best = cold, best_slack = slack;
   }
   if (!r) {
     r = region_map(HK_REGION_SIZE, 0, 0);
     if (!r) return NULL;
     hk_list_push(&regions, r);
-    g = hk_find_run(all & ~r->used, 0, n, starts, n, &cold, &slack);
+    g = hk_find_run_best(all & ~r->used, 0, n, starts, n, &cold, &slack);
   }
   take_granules(r, (unsigned)g, n);
   r->run[g] = (uint8_t)n;
@@ -273,50 +272,8 @@ static size_t unmap_cached(size_t want, size_t bytes) {
   return bytes;
 }
 
-/* Huge blocks of up to 2 MiB (HK_RUN_UNITS) are runs of SuperSlab units
- * where one fits: they round up to 64 KiB rather than to a 2 MiB granule,
- * and they share free memory with the slabs, so that a program whose mix of
- * block sizes shifts reuses what it freed instead of growing a second pool.
- * The hardened build keeps them in regions, behind guard pages. */
-static atomic_size_t run_blocks, run_bytes;
-
-static bool run_fits(size_t size, size_t alignment) {
-  return !HAK_HARDENED && size <= HK_RUN_UNITS * HK_UNIT_SIZE && alignment <= HK_UNIT_SIZE;
-}
-
-static void *run_alloc(size_t size, bool zero) {
-  unsigned units = (unsigned)(hk_align_up(hk_max(size, 1), HK_UNIT_SIZE) >> HK_UNIT_SHIFT);
-  uint64_t stale;
-  uint8_t *p = hk_run_take(units, &stale);
-  if (!p) return NULL;
-  for (stale &= hk_bits(0, units); zero && stale; stale &= stale - 1) {
-    size_t off = (size_t)__builtin_ctzll(stale) << HK_UNIT_SHIFT;
-    if (off < size) memset(p + off, 0, hk_min(HK_UNIT_SIZE, size - off));
-  }
-  size_t bytes = (size_t)units << HK_UNIT_SHIFT;
-  atomic_fetch_add_explicit(&run_blocks, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&run_bytes, bytes, memory_order_relaxed);
-  hk_stats_out((ptrdiff_t)bytes);
-  return p;
-}
-
-static void run_free(hk_slab_t *run) {
-  size_t bytes = (size_t)run->units << HK_UNIT_SHIFT;
-  atomic_fetch_sub_explicit(&run_blocks, 1, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&run_bytes, bytes, memory_order_relaxed);
-  hk_stats_out(-(ptrdiff_t)bytes);
-  hk_slab_release(run);
-}
-
 void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   hk_process_init();
-  if (run_fits(size, alignment)) {
-    void *p = run_alloc(size, zero);
-    if (p) {
-      hk_purge_poll();
-      return p;
-    }
-  }
   size_t limit = (size_t)PTRDIFF_MAX - HK_REGION_SIZE;
   if (alignment > limit / 2 || size > limit - alignment) {
     errno = ENOMEM;
@@ -371,12 +328,6 @@ static void free_locked(hk_region_t *r, void *p) {
 }
 
 void hk_huge_free(void *p) {
-  hk_slab_t *run = hk_run_of(p);
-  if (run) {
-    run_free(run);
-    hk_purge_poll();
-    return;
-  }
   pthread_mutex_lock(&huge_lock);
   hk_region_t *r = lookup(p);
   if (!r) {
@@ -393,8 +344,6 @@ void hk_huge_free(void *p) {
 }
 
 size_t hk_huge_usable_size(const void *p) {
-  hk_slab_t *run = hk_run_of(p);
-  if (run) return run->block_size;
   pthread_mutex_lock(&huge_lock);
   hk_region_t *r = lookup(p);
   size_t n = r ? block_bytes(r, p) - HK_GUARD : 0;
@@ -462,20 +411,7 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
   return target + r->offset;
 }
 
-/* A run stays where it is while the new size needs no more units and at
- * least half of them; else the block moves (a copy). */
-static void *run_realloc(hk_slab_t *run, void *p, size_t size) {
-  if (size <= run->block_size && size > run->block_size / 2) return p;
-  void *q = hk_huge_alloc(size, 16, false);
-  if (!q) return NULL;
-  memcpy(q, p, hk_min(run->block_size, size));
-  run_free(run);
-  return q;
-}
-
 void *hk_huge_realloc(void *p, size_t size) {
-  hk_slab_t *run = hk_run_of(p);
-  if (run) return run_realloc(run, p, size);
   pthread_mutex_lock(&huge_lock);
   hk_region_t *r = lookup(p);
   if (!r) {
@@ -565,8 +501,8 @@ size_t hk_huge_purge(int mode, size_t want) {
 
 void hk_huge_counts(size_t *blocks, size_t *bytes) {
   pthread_mutex_lock(&huge_lock);
-  *blocks = live_blocks + atomic_load_explicit(&run_blocks, memory_order_relaxed);
-  *bytes = live_bytes - live_blocks * HK_GUARD + atomic_load_explicit(&run_bytes, memory_order_relaxed);
+  *blocks = live_blocks;
+  *bytes = live_bytes - live_blocks * HK_GUARD;
   pthread_mutex_unlock(&huge_lock);
 }
 

@@ -6,16 +6,13 @@
  *
  *   malloc(n) = hk_malloc_fast            n <= 8 KiB and the class's list has a block: pop
  *     hk_malloc_slow                      (tcache.c)
- *       hk_huge_alloc                     n > 1 MiB (huge.c)
- *         hk_run_take -> slab_take        up to 2 MiB: units of a SuperSlab there is
+ *       hk_huge_alloc                     n > 1 MiB: granules of a region, best fit (huge.c)
  *         region_map -> hk_os_space_take or hk_os_map_aligned, hk_os_advise_huge  (os.c)
- *                                         else granules of a region
  *       hk_malloc_class -> tcache_refill  the list is empty
  *         hk_thread_init                  first call of the thread: capacities, prewarm
  *         hk_central_take                 a batch parked on this CPU, or on another, or
  *                                         blocks from slabs (central.c)
- *           hk_slab_new -> slab_take      a run of units, best fit (hk_find_run), resident
- *                                         ones in any arena first (superslab.c)
+ *           hk_slab_new -> take_units     a run of units in the arena (superslab.c)
  *             superslab_map -> hk_os_space_take  a slot of the space reserved at start-up,
  *               or spares_map -> hk_os_map_aligned  else a few SuperSlabs mapped at once
  *           hk_large_take                 large classes: a one-block slab, no central cache
@@ -31,8 +28,7 @@
  *         hk_large_release                large blocks: their units back at once
  *       hk_purge_poll
  *     hk_free_slow                        anything else: NULL, huge, or an error
- *       hk_huge_free                      units dirty in their SuperSlab (hk_slab_release)
- *                                         or granules in their region
+ *       hk_huge_free                      granules dirty in their region
  *       hk_fatal                          a double free, an invalid or interior pointer
  *
  * Fast-path size on x86-64 (gcc 12 -O2), in instructions, hit case:
@@ -287,18 +283,42 @@ static inline size_t hk_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a 
     if ((node)->next) (node)->next->prev = (node)->prev;    \
     (node)->next = (node)->prev = NULL;                     \
   } while (0)
-/* Unit bitmaps (SuperSlabs, huge regions): where a run of n units best goes
- * among the units set in `free`, starting at a bit set in `starts`, or -1.
- * Best is the fewest units outside `warm` (free memory still resident:
- * reusing it costs no page fault); then the shortest stretch of free units,
- * so that short runs fill holes and leave long stretches to long runs; then,
- * within the stretch, the nearest to one of its ends (the lowest on a tie),
- * so as not to cut it in two.  Placements with more than `limit` cold units
- * are not wanted (-1).  *cold and *slack (the stretch's free units left
- * over) get its figures. */
+/* Unit bitmaps (SuperSlabs, huge regions): the run of n bits all set in
+ * `free`, starting at a bit set in `starts`, with the fewest bits outside
+ * `warm` (free memory still resident: reusing it costs no page fault), or -1.
+ * *cold gets that number.  Ties go to the lowest start for single bits and
+ * to the highest for longer runs, so that long-lived small runs do not cut
+ * up the space long ones need.  SuperSlabs place slabs so: the best fit
+ * below spread a thread's slabs over more SuperSlabs, and what it saved in
+ * memory it cost in speed (README, How it works: SuperSlabs). */
 static inline uint64_t hk_bits(unsigned at, unsigned n) { return (n >= 64 ? ~0ull : (1ull << n) - 1) << at; }
-static inline int hk_find_run(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned limit,
-                              unsigned *cold, unsigned *slack) {
+static inline int hk_find_run(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned *cold) {
+  starts &= free;  /* bit i of `starts` ends up set when bits i .. i+n-1 are all free */
+  for (unsigned i = 1; i < n && starts; i++) starts &= free >> i;
+  if (!starts) return -1;
+  if (n == 1) {
+    uint64_t w = starts & warm;
+    *cold = !w;
+    return __builtin_ctzll(w ? w : starts);
+  }
+  int best = -1;
+  *cold = n + 1;
+  for (; starts && *cold; starts &= ~(1ull << (63 - __builtin_clzll(starts)))) {
+    int s = 63 - __builtin_clzll(starts);
+    unsigned c = (unsigned)__builtin_popcountll(hk_bits((unsigned)s, n) & ~warm);
+    if (c < *cold) *cold = c, best = s;
+  }
+  return best;
+}
+
+/* The best fit, for huge blocks in regions: the fewest units outside `warm`;
+ * then the shortest stretch of free units, so that short runs fill holes and
+ * leave long stretches to long runs; then, within the stretch, the nearest
+ * to one of its ends (the lowest on a tie), so as not to cut it in two.
+ * Placements with more than `limit` cold units are not wanted (-1).  *cold
+ * and *slack (the stretch's free units left over) get its figures. */
+static inline int hk_find_run_best(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned limit,
+                                   unsigned *cold, unsigned *slack) {
   /* bit i of `fit` (`hot`) set: units i .. i+n-1 all free (all free and warm) */
   uint64_t fit = starts & free, hot = fit & warm;
   for (unsigned i = 1; i < n && fit; i++) fit &= free >> i, hot &= (free & warm) >> i;
@@ -365,7 +385,6 @@ typedef struct hk_superslab {
   uint64_t dirty;                     /* free units still resident, freed this purge epoch */
   uint64_t dirty_old;                 /* ... freed the epoch before: given back at the next tick */
   uint8_t arena;                      /* the arena this SuperSlab belongs to */
-  bool huge_pages;                    /* on transparent huge pages (HAKMEM_SS_THP) */
   struct hk_superslab *next, *prev;   /* list of SuperSlabs with free units */
   uint8_t head_unit[HK_SS_UNITS];     /* first unit of the slab each unit belongs to */
   hk_slab_t slabs[HK_SS_UNITS];       /* descriptor of the slab headed by each unit */
@@ -386,12 +405,6 @@ HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls);  /* from the calling thread's ar
 HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
 HK_HIDDEN void *hk_large_take(unsigned cls);                 /* large classes: one-block slabs */
 HK_HIDDEN void hk_large_release(unsigned cls, void *chain);
-/* Huge blocks of up to HK_RUN_UNITS units: a slab of no class (cls
- * HK_MAP_HUGE) whose one block is the whole run; *stale gets the run's units
- * that may hold old data.  Given back with hk_slab_release. */
-#define HK_RUN_UNITS 32
-HK_HIDDEN void *hk_run_take(unsigned units, uint64_t *stale);
-HK_HIDDEN hk_slab_t *hk_run_of(const void *p);  /* the run starting at p, or NULL */
 /* The size of the block of the SuperSlab (huge region) holding p, live or
  * freed, and whether it is live; 0 if p is not where a block started. */
 HK_HIDDEN size_t hk_superslab_block_of(const void *p, bool *live);
@@ -455,9 +468,7 @@ HK_HIDDEN void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset);
 HK_HIDDEN void hk_os_unmap(void *p, size_t size);  /* a slot of the space goes back to it */
 #define HK_SPACE_SIZE ((size_t)1 << 30)           /* reserved with the class map when it can be */
 HK_HIDDEN void hk_os_space_init(void *start, size_t size);
-/* HK_SS_SIZE or HK_REGION_SIZE; NULL if none free.  *huge_pages (if not
- * NULL): whether a SuperSlab's slot is on transparent huge pages. */
-HK_HIDDEN void *hk_os_space_take(size_t size, bool *huge_pages);
+HK_HIDDEN void *hk_os_space_take(size_t size);  /* HK_SS_SIZE or HK_REGION_SIZE; NULL if none free */
 HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target);
 HK_HIDDEN size_t hk_os_page_size(void);
 HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, committed as touched */

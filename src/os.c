@@ -108,7 +108,7 @@ void hk_os_space_init(void *start, size_t size) {
 
 /* A free slot of `size` bytes aligned to its size (HK_SS_SIZE or
  * HK_REGION_SIZE), zero, or NULL if there is none. */
-void *hk_os_space_take(size_t size, bool *huge_pages) {
+void *hk_os_space_take(size_t size) {
   unsigned k = size == HK_REGION_SIZE;
   if (!space || size != pools[k].slot) return NULL;
   unsigned long long all = pools[k].slots >= 64 ? ~0ull : (1ull << pools[k].slots) - 1;
@@ -118,9 +118,8 @@ void *hk_os_space_take(size_t size, bool *huge_pages) {
     if (atomic_compare_exchange_weak_explicit(&space_taken[k], &taken, taken | 1ull << i, memory_order_acquire,
                                               memory_order_relaxed)) {
       account_mapped(size);
-      bool huge = k == 0 && i > 0 && hk_opt.ss_thp;
-      if (huge && !atomic_exchange(&space_advised, true)) hk_os_advise_huge(space + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
-      if (huge_pages) *huge_pages = huge;
+      if (k == 0 && i > 0 && hk_opt.ss_thp && !atomic_exchange(&space_advised, true))
+        hk_os_advise_huge(space + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
       return space + pools[k].offset + i * size;
     }
   }

@@ -77,7 +77,6 @@ static size_t units_bytes(uint64_t bits) { return (size_t)__builtin_popcountll(b
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *spare;    /* the next of the SuperSlabs mapped but not handed out */
 static unsigned nspare;
-static bool spare_huge_pages;  /* the spares are on transparent huge pages */
 
 /* Maps the next few SuperSlabs; called with spare_lock held. */
 static bool spares_map(void) {
@@ -94,8 +93,7 @@ static bool spares_map(void) {
      * small pages, so that a small program stays small.  A huge page's
      * untouched units are resident but not counted as such, and purging
      * leaves them: so only the speed profile takes them. */
-    spare_huge_pages = hk_opt.ss_thp && mapped > 0;
-    if (spare_huge_pages) hk_os_advise_huge(p, n * HK_SS_SIZE);
+    if (hk_opt.ss_thp && mapped > 0) hk_os_advise_huge(p, n * HK_SS_SIZE);
     spare = p;
     nspare = n;
     return true;
@@ -106,20 +104,17 @@ static bool spares_map(void) {
 /* A SuperSlab from the space reserved at start-up (os.c), or else one of the
  * spares. */
 static hk_superslab_t *superslab_map(hk_arena_t *a) {
-  bool huge_pages = false;
-  hk_superslab_t *ss = hk_os_space_take(HK_SS_SIZE, &huge_pages);
+  hk_superslab_t *ss = hk_os_space_take(HK_SS_SIZE);
   if (!ss) {
     pthread_mutex_lock(&spare_lock);
     if (nspare || spares_map()) {
       ss = (hk_superslab_t *)spare;
-      huge_pages = spare_huge_pages;
       spare += HK_SS_SIZE;
       nspare--;
     }
     pthread_mutex_unlock(&spare_lock);
     if (!ss) return NULL;
   }
-  ss->huge_pages = huge_pages;
   atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed);
   ss->used = HK_SS_RESERVED;  /* fresh mappings are zero otherwise */
   if (HAK_HARDENED) hk_os_protect((uint8_t *)ss + HK_SS_SIZE - HK_UNIT_SIZE, HK_UNIT_SIZE, false);
@@ -128,38 +123,31 @@ static hk_superslab_t *superslab_map(hk_arena_t *a) {
   return ss;
 }
 
-/* Finds a run of units for a slab in the arena's SuperSlabs (only those on
- * huge pages if `huge_pages`), the best place as hk_find_run sees it, partly
- * used SuperSlabs first on a tie; NULL if none has room.  Called with the
- * arena's lock held. */
-static hk_superslab_t *find_units(hk_arena_t *a, unsigned units, bool huge_pages, int *unit, unsigned *cold_out) {
+/* Finds a run of units for a slab in the arena's SuperSlabs: the one needing
+ * the fewest fresh pages, partly used SuperSlabs first on a tie; NULL if
+ * none has room.  Called with the arena's lock held. */
+static hk_superslab_t *find_units(hk_arena_t *a, unsigned units, int *unit) {
   hk_superslab_t *ss = NULL;
-  unsigned best = units + 1, best_slack = 64, cold, slack;
+  unsigned best = units + 1, cold;
   hk_superslab_t *lists[2] = {a->partial, a->empty};
-  for (int l = 0; l < 2 && (best || (best_slack && units > 1)); l++) {
-    for (hk_superslab_t *s = lists[l]; s && (best || (best_slack && units > 1)); s = s->next) {
-      if (huge_pages && !s->huge_pages) continue;
-      int u = hk_find_run(~s->used, resident_free(s), units, ~0ull, hk_min(best, units), &cold, &slack);
-      if (u >= 0 && (cold < best || (cold == best && slack < best_slack))) ss = s, *unit = u, best = cold, best_slack = slack;
+  for (int l = 0; l < 2 && best; l++) {
+    for (hk_superslab_t *s = lists[l]; s && best; s = s->next) {
+      int u = hk_find_run(~s->used, resident_free(s), units, ~0ull, &cold);
+      if (u >= 0 && cold < best) ss = s, *unit = u, best = cold;
     }
   }
-  *cold_out = best;
   return ss;
 }
 
-/* Takes a run of units for a slab, in the arena's SuperSlabs (on huge pages
- * if `huge_pages`) if one needs at most `max_cold` fresh units, or else, if
- * `may_map`, in a new one; moves the SuperSlab to the right list;
- * *reused_out gets the run's units that were free but resident.  Called
+/* Takes a run of units for a slab, in the arena's SuperSlabs or, if
+ * `may_map`, in a new one; moves the SuperSlab to the right list.  Called
  * with the arena's lock held. */
-static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, bool huge_pages, int *unit, unsigned max_cold,
-                                  bool may_map, uint64_t *reused_out) {
-  unsigned cold, slack;
-  hk_superslab_t *ss = find_units(a, units, huge_pages, unit, &cold);
-  if (ss && cold > max_cold) return NULL;
+static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool may_map) {
+  unsigned cold;
+  hk_superslab_t *ss = find_units(a, units, unit);
   if (!ss) {
     if (!may_map || !(ss = superslab_map(a))) return NULL;
-    *unit = hk_find_run(~ss->used, 0, units, ~0ull, units, &cold, &slack);
+    *unit = hk_find_run(~ss->used, 0, units, ~0ull, &cold);
     hk_list_push(&a->partial, ss);
   } else if (ss->used == HK_SS_RESERVED) {
     hk_list_remove(&a->empty, ss);
@@ -169,7 +157,6 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, bool huge_pages
   uint64_t bits = hk_bits((unsigned)*unit, units);
   hk_assert(!(ss->used & bits), "SuperSlab units taken twice");
   uint64_t reused = bits & resident_free(ss);
-  *reused_out = reused >> *unit;
   atomic_fetch_add_explicit(&used_units, units, memory_order_relaxed);
   ss->used |= bits;
   ss->dirty &= ~bits;
@@ -180,68 +167,40 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, bool huge_pages
   return ss;
 }
 
-/* A run of `units` units for a slab, the calling thread's arena first;
- * *reused gets the run's units that were free but resident (their old
- * contents are still there).  A huge block (`huge`) takes units only in the
- * SuperSlabs there are, and if huge blocks are to be on huge pages
- * (HAKMEM_HUGE_THP), only in those that are.  The slab descriptor has its
- * place and size set, nothing else. */
-static hk_slab_t *slab_take(unsigned units, uint64_t *reused, bool huge) {
-  hk_superslab_t *ss = NULL;
-  int unit = 0;
-  bool huge_pages = huge && hk_opt.huge_thp;
-  /* Resident free units first, in any arena, then any free units, and only
-   * then a new SuperSlab: the process grows only when it must. */
-  for (unsigned pass = 0; pass < (huge ? 2 : 3) && !ss; pass++) {
-    for (unsigned i = 0; !ss && i < (pass < 2 ? narenas : 1); i++) {
-      hk_arena_t *a = &arenas[(hk_tc.arena + i) % narenas];
-      pthread_mutex_lock(&a->lock);
-      ss = take_units(a, units, huge_pages, &unit, pass ? units : 0, pass == 2, reused);
-      pthread_mutex_unlock(&a->lock);
-    }
+hk_slab_t *hk_slab_new(unsigned cls) {
+  const hk_class_info_t *ci = &hk_classes[cls];
+  hk_arena_t *a = &arenas[hk_tc.arena];
+  int unit;
+  pthread_mutex_lock(&a->lock);
+  hk_superslab_t *ss = take_units(a, ci->units, &unit, false);
+  pthread_mutex_unlock(&a->lock);
+  /* Before the process grows: free units of the other arenas. */
+  for (unsigned i = 1; !ss && i < narenas; i++) {
+    hk_arena_t *other = &arenas[(hk_tc.arena + i) % narenas];
+    pthread_mutex_lock(&other->lock);
+    ss = take_units(other, ci->units, &unit, false);
+    pthread_mutex_unlock(&other->lock);
+  }
+  if (!ss) {
+    pthread_mutex_lock(&a->lock);
+    ss = take_units(a, ci->units, &unit, true);
+    pthread_mutex_unlock(&a->lock);
   }
   if (!ss) return NULL;
 
-  for (unsigned i = 0; i < units; i++) ss->head_unit[unit + i] = (uint8_t)unit;
+  for (unsigned i = 0; i < ci->units; i++) ss->head_unit[unit + i] = (uint8_t)unit;
   hk_slab_t *slab = &ss->slabs[unit];
   slab->free = NULL;
   slab->start = (uint8_t *)ss + (size_t)unit * HK_UNIT_SIZE;
-  slab->units = (uint8_t)units;
-  slab->next = slab->prev = NULL;
-  return slab;
-}
-
-hk_slab_t *hk_slab_new(unsigned cls) {
-  const hk_class_info_t *ci = &hk_classes[cls];
-  uint64_t reused;
-  hk_slab_t *slab = slab_take(ci->units, &reused, false);
-  if (!slab) return NULL;
   slab->block_size = ci->size;
   slab->capacity = ci->capacity;
   slab->carved = 0;
   slab->nfree = 0;
   slab->cls = (uint8_t)cls;
+  slab->units = ci->units;
+  slab->next = slab->prev = NULL;
   hk_class_map_set(slab->start, 1, (uint8_t)cls);  /* blocks start in the first unit only */
   return slab;
-}
-
-void *hk_run_take(unsigned units, uint64_t *stale) {
-  hk_slab_t *slab = slab_take(units, stale, true);
-  if (!slab) return NULL;
-  if (hk_opt.decommit == HK_DECOMMIT_FREE) *stale = ~0ull;  /* decommitted units may keep their data */
-  slab->block_size = units * (uint32_t)HK_UNIT_SIZE;
-  slab->capacity = 1;
-  slab->carved = 1;
-  slab->nfree = 0;
-  slab->cls = HK_MAP_HUGE;
-  hk_class_map_set(slab->start, 1, HK_MAP_HUGE);
-  return slab->start;
-}
-
-hk_slab_t *hk_run_of(const void *p) {
-  if (hk_class_map_lookup(hk_superslab_of(p)) != HK_MAP_SUPERSLAB) return NULL;
-  hk_slab_t *slab = hk_slab_of(p);
-  return slab->cls == HK_MAP_HUGE && slab->start == p ? slab : NULL;
 }
 
 /* Gives a slab's units back to its SuperSlab, dirty (or decommitted at once
