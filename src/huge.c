@@ -185,11 +185,10 @@ static uint64_t aligned_starts(unsigned step) {
 
 /* Whether an empty shared region could hold n granules so aligned. */
 static bool fits_region(size_t n, size_t alignment) {
-  unsigned cold, slack;
+  unsigned cold;
   return n < HK_REGION_GRANULES && alignment <= HK_REGION_SIZE / 2 &&
-         hk_find_run_best(hk_bits(1, HK_REGION_GRANULES - 1), 0, (unsigned)n,
-                          aligned_starts((unsigned)hk_max(alignment >> HK_GRANULE_SHIFT, 1)), (unsigned)n, &cold,
-                          &slack) >= 0;
+         hk_find_run(hk_bits(1, HK_REGION_GRANULES - 1), 0, (unsigned)n,
+                     aligned_starts((unsigned)hk_max(alignment >> HK_GRANULE_SHIFT, 1)), &cold) >= 0;
 }
 
 /* A block of n granules from a shared region, the best place as hk_find_run_best
