@@ -27,6 +27,11 @@ static int reference(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, 
   return best >= 0 && *cold <= limit ? best : -1;
 }
 
+static uint64_t xorshift(uint64_t *x) {
+  *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+  return *x;
+}
+
 static int find(uint64_t free, uint64_t warm, unsigned n, uint64_t starts) {
   unsigned cold, slack;
   return hk_find_run_best(free, warm, n, starts, n, &cold, &slack);
@@ -96,11 +101,7 @@ UNIT_TEST(slabs_fewest_cold_then_lowest_or_highest) {
   CHECK_EQ(hk_find_run(bits(3, 3), ~0ull, 4, ~0ull, &cold), -1);
   uint64_t x = 0x2545f4914f6cdd1dull;
   for (int t = 0; t < 100000; t++) {
-    uint64_t r[3];
-    for (int k = 0; k < 3; k++) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      r[k] = x;
-    }
+    uint64_t r[3] = {xorshift(&x), xorshift(&x), xorshift(&x)};
     uint64_t free = t % 2 ? r[0] | r[1] : r[0], starts = t % 5 == 0 ? 0x5555555555555555ull : ~0ull;
     unsigned n = 1 + (unsigned)(r[2] >> 58) % (t % 4 == 0 ? 64 : 8), c1 = 0, c2 = 0;
     int a = hk_find_run(free, r[2], n, starts, &c1), b = reference_first(free, r[2], n, starts, &c2);
@@ -115,11 +116,7 @@ UNIT_TEST(slabs_fewest_cold_then_lowest_or_highest) {
 UNIT_TEST(agrees_with_brute_force) {
   uint64_t x = 0x9e3779b97f4a7c15ull;
   for (int t = 0; t < 200000; t++) {
-    uint64_t r[4];
-    for (int k = 0; k < 4; k++) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      r[k] = x;
-    }
+    uint64_t r[4] = {xorshift(&x), xorshift(&x), xorshift(&x), xorshift(&x)};
     uint64_t free = t % 3 == 0 ? r[0] | r[1] : t % 3 == 1 ? r[0] : r[0] & r[1];
     uint64_t warm = t % 2 ? r[2] : r[2] | r[3];
     uint64_t starts = t % 5 == 0 ? 0x5555555555555555ull : t % 7 == 0 ? r[3] : ~0ull;
