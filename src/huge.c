@@ -46,13 +46,7 @@ static hk_region_t *regions;       /* shared regions */
 static hk_region_t *jumbo_cache;   /* freed jumbo regions, newest first */
 static unsigned jumbo_cached;
 static size_t live_blocks, live_bytes;  /* blocks in use and the bytes of their granules */
-static size_t resident;                 /* bytes of free granules and cached jumbo regions still resident */
-
-/* Free resident bytes grew or shrank; called with huge_lock held. */
-static void resident_add(ptrdiff_t bytes) {
-  __atomic_store_n(&resident, resident + (size_t)bytes, __ATOMIC_RELAXED);
-  if (bytes > 0) hk_purge_note();
-}
+static size_t resident;  /* bytes of free granules and cached jumbo regions still resident (huge_lock) */
 
 size_t hk_huge_resident(void) { return __atomic_load_n(&resident, __ATOMIC_RELAXED); }
 
@@ -161,7 +155,7 @@ static void take_granules(hk_region_t *r, unsigned g, unsigned n) {
   r->used |= bits;
   r->dirty &= ~bits;
   r->dirty_old &= ~bits;
-  if (reused) resident_add(-(ptrdiff_t)((size_t)__builtin_popcountll(reused) << HK_GRANULE_SHIFT));
+  if (reused) hk_resident_add(&resident, -(ptrdiff_t)((size_t)__builtin_popcountll(reused) << HK_GRANULE_SHIFT));
   if (reused != bits) hk_purge_fresh((size_t)__builtin_popcountll(bits & ~reused) << HK_GRANULE_SHIFT);
 }
 
@@ -172,7 +166,7 @@ static void release_granules(hk_region_t *r, unsigned g, unsigned n) {
     decommit_granules(r, bits);
   } else {
     r->dirty |= bits;
-    resident_add((ptrdiff_t)((size_t)n << HK_GRANULE_SHIFT));
+    hk_resident_add(&resident, (ptrdiff_t)((size_t)n << HK_GRANULE_SHIFT));
   }
 }
 
@@ -233,7 +227,7 @@ static void *jumbo_alloc(size_t size, size_t alignment, bool zero) {
       if (cap < size || cap - size > size / 4) continue;
       hk_list_remove(&jumbo_cache, r);
       jumbo_cached--;
-      if (r->dirty | r->dirty_old) resident_add(-(ptrdiff_t)cap);
+      if (r->dirty | r->dirty_old) hk_resident_add(&resident, -(ptrdiff_t)cap);
       r->dirty = r->dirty_old = 0;
       r->used = 1;
       if (zero && r->stale) memset((uint8_t *)r + offset, 0, size);
@@ -254,7 +248,7 @@ static void region_unmap(hk_region_t *r) {
 }
 
 static void jumbo_unmap(hk_region_t *r) {
-  if (r->dirty | r->dirty_old) resident_add(-(ptrdiff_t)(r->size - r->offset));
+  if (r->dirty | r->dirty_old) hk_resident_add(&resident, -(ptrdiff_t)(r->size - r->offset));
   region_unmap(r);
 }
 
@@ -321,7 +315,7 @@ static void free_locked(hk_region_t *r, void *p) {
     return;
   }
   r->dirty = 1;
-  resident_add((ptrdiff_t)(r->size - r->offset));
+  hk_resident_add(&resident, (ptrdiff_t)(r->size - r->offset));
   hk_list_push(&jumbo_cache, r);
   if (++jumbo_cached > HK_JUMBO_CACHE) unmap_cached(1, 0);
 }
@@ -459,7 +453,7 @@ size_t hk_huge_purge(int mode, size_t want) {
         uint64_t *bits = old ? &r->dirty_old : &r->dirty;
         size_t n = decommit_granules(r, *bits);
         *bits = 0;
-        if (n) resident_add(-(ptrdiff_t)n);
+        if (n) hk_resident_add(&resident, -(ptrdiff_t)n);
         bytes += n;
       }
     }
@@ -470,7 +464,7 @@ size_t hk_huge_purge(int mode, size_t want) {
   for (hk_region_t *r = regions, *next; r; r = next) {
     next = r->next;
     size_t n = decommit_granules(r, mode == HK_PURGE_DUE ? r->dirty_old : resident_free(r));
-    if (n) resident_add(-(ptrdiff_t)n);
+    if (n) hk_resident_add(&resident, -(ptrdiff_t)n);
     bytes += n;
     r->dirty_old = mode == HK_PURGE_DUE ? r->dirty : 0;
     r->dirty = 0;

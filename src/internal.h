@@ -288,9 +288,10 @@ static inline size_t hk_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a 
  * `warm` (free memory still resident: reusing it costs no page fault), or -1.
  * *cold gets that number.  Ties go to the lowest start for single bits and
  * to the highest for longer runs, so that long-lived small runs do not cut
- * up the space long ones need.  SuperSlabs place slabs so: the best fit
- * below spread a thread's slabs over more SuperSlabs, and what it saved in
- * memory it cost in speed (README, How it works: SuperSlabs). */
+ * up the space long ones need.  SuperSlabs place slabs with this one: the
+ * best fit below, tried for them too, spread a thread's slabs over more
+ * SuperSlabs and cost more speed than the memory it saved was worth (README,
+ * How it works: SuperSlabs). */
 static inline uint64_t hk_bits(unsigned at, unsigned n) { return (n >= 64 ? ~0ull : (1ull << n) - 1) << at; }
 static inline int hk_find_run(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned *cold) {
   starts &= free;  /* bit i of `starts` ends up set when bits i .. i+n-1 are all free */
@@ -532,6 +533,13 @@ enum {
 extern atomic_bool hk_purge_pending HK_HIDDEN;  /* some free memory waits for a tick */
 HK_HIDDEN void hk_purge_note(void);              /* free memory to give back later */
 HK_HIDDEN size_t hk_purge_resident(void);        /* bytes free but still resident, all layers */
+/* A layer's count of free resident bytes grew or shrank: each layer (an
+ * arena, the huge regions) keeps its own, written under its own lock on a
+ * line no other layer's threads write, and read by hk_purge_resident. */
+static inline void hk_resident_add(size_t *count, ptrdiff_t bytes) {
+  __atomic_store_n(count, *count + (size_t)bytes, __ATOMIC_RELAXED);
+  if (bytes > 0) hk_purge_note();
+}
 HK_HIDDEN void hk_purge_fresh(size_t bytes);   /* fresh memory taken (lean mode's cap learns from it) */
 HK_HIDDEN void hk_purge_poll_slow(void);
 HK_HIDDEN bool hk_purge_all(void);

@@ -40,14 +40,6 @@ unsigned hk_arena_assign(void) {
 
 static uint64_t resident_free(const hk_superslab_t *ss) { return ss->dirty | ss->dirty_old; }
 
-/* The arena's free resident bytes grew or shrank; called with its lock held.
- * Each arena counts its own, on a cache line threads of other arenas do not
- * write. */
-static void resident_add(hk_arena_t *a, ptrdiff_t bytes) {
-  __atomic_store_n(&a->resident, a->resident + (size_t)bytes, __ATOMIC_RELAXED);
-  if (bytes > 0) hk_purge_note();
-}
-
 size_t hk_superslab_resident(void) {
   size_t bytes = 0;
   for (unsigned i = 0; i < narenas; i++) bytes += __atomic_load_n(&arenas[i].resident, __ATOMIC_RELAXED);
@@ -161,7 +153,7 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool
   ss->used |= bits;
   ss->dirty &= ~bits;
   ss->dirty_old &= ~bits;
-  if (reused) resident_add(a, -(ptrdiff_t)units_bytes(reused));
+  if (reused) hk_resident_add(&a->resident, -(ptrdiff_t)units_bytes(reused));
   if (reused != bits) hk_purge_fresh(units_bytes(bits & ~reused));
   if (ss->used == ~0ull) hk_list_remove(&a->partial, ss);
   return ss;
@@ -219,7 +211,7 @@ static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab) {
     decommit_units(ss, bits);
   } else {
     ss->dirty |= bits;
-    resident_add(a, (ptrdiff_t)units_bytes(bits));
+    hk_resident_add(&a->resident, (ptrdiff_t)units_bytes(bits));
   }
   if (was_full) hk_list_push(&a->partial, ss);
   if (ss->used == HK_SS_RESERVED) {
@@ -293,7 +285,7 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
   for (int l = 0; l < 2; l++) {
     for (hk_superslab_t *ss = lists[l]; ss; ss = ss->next) {
       size_t n = decommit_units(ss, mode == HK_PURGE_DUE ? ss->dirty_old : resident_free(ss));
-      if (n) resident_add(a, -(ptrdiff_t)n);
+      if (n) hk_resident_add(&a->resident, -(ptrdiff_t)n);
       bytes += n;
       ss->dirty_old = mode == HK_PURGE_DUE ? ss->dirty : 0;
       ss->dirty = 0;
@@ -324,7 +316,7 @@ static size_t purge_oldest(hk_arena_t *a, size_t want) {
         uint64_t *bits = old ? &ss->dirty_old : &ss->dirty;
         size_t n = decommit_units(ss, *bits);
         *bits = 0;
-        if (n) resident_add(a, -(ptrdiff_t)n);
+        if (n) hk_resident_add(&a->resident, -(ptrdiff_t)n);
         bytes += n;
       }
     }
