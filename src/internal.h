@@ -99,6 +99,7 @@ typedef struct hk_tcache {
   uint8_t state;                /* HK_TC_*: zero-initialised TLS is UNINIT */
   uint8_t arena;                /* SuperSlab arena of the thread's new slabs */
   size_t large_bound;           /* at least the bytes of large blocks cached (slow paths only) */
+  uint32_t large_misses;        /* large blocks the list did not have: the budget grows with them */
   /* slow paths only: */
   int16_t cap[HK_NCLASS + 1];        /* capacity of each list: halves when frees outpace mallocs,
                                         doubles back (up to hk_classes[].cap) when it runs dry */
@@ -254,8 +255,9 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define HK_TRANSFER_SLOTS_LEAN 2                /* ... in lean mode */
 #define HK_CPU_SETS 64                          /* sets of transfer slots: one per CPU, up to this */
 #define HK_LARGE_MIN ((size_t)32 * 1024)        /* classes above: one block per slab */
-#define HK_LARGE_CACHE ((size_t)2 << 20)        /* bytes of large blocks a thread may cache, */
-#define HK_LARGE_CACHE_MIN ((size_t)256 << 10)  /* down to this when many threads share */
+#define HK_LARGE_CACHE ((size_t)8 << 20)        /* bytes of large blocks a thread may cache, */
+#define HK_LARGE_CACHE_MIN ((size_t)256 << 10)  /* from this at its start or when many threads share */
+#define HK_LARGE_GROWTH 1024                    /* misses that double a thread's budget */
 #define HK_LARGE_CACHE_ALL ((size_t)64 << 20)   /* the process-wide budget */
 #define HK_ARENAS 8                             /* independently locked sets of SuperSlabs */
 #define HK_PAGE_SIZE ((size_t)4096)

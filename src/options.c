@@ -45,7 +45,8 @@ const hk_option_t hk_option_table[] = {
      "lean mode: most free memory (MiB) kept resident; up to 8 times more for a program that takes back at once "
      "what was given back"},
     {"HAKMEM_LARGE_CACHE", FIELD(large_cache), HK_OPT_SIZE, {64 << 20, 32 << 20, 8 << 20}, (size_t)1 << 40, NULL,
-     "bytes of 32 KiB-1 MiB blocks all thread caches together may hold (2 MiB per thread at most)"},
+     "bytes of 32 KiB-1 MiB blocks all thread caches together may hold (per thread: 256 KiB, "
+     "growing to 8 MiB as the thread takes many)"},
     {"HAKMEM_HUGE_THP", FIELD(huge_thp), HK_OPT_BOOL, {1, 1, 0}, 1, NULL,
      "blocks above 1 MiB live on transparent huge pages where the kernel allows"},
     {"HAKMEM_SS_THP", FIELD(ss_thp), HK_OPT_BOOL, {1, 0, 0}, 1, NULL,

@@ -32,8 +32,9 @@ void hk_size_classes_init(void) {
     /* Per class and thread: 16..512 blocks of up to 1 KiB (about 64 KiB),
      * about 128 KiB of 1..32 KiB blocks (113 down to 4 of them).  Large blocks have
      * no per-class capacity: every free of one asks hk_free_overflow, which
-     * keeps it while the thread's large blocks add up to at most
-     * HK_LARGE_CACHE bytes. */
+     * keeps it while the thread's large blocks fit its budget (tcache.c:
+     * large_budget).  A new thread's lists start at a quarter of `cap`
+     * (tcache.c: start_cap). */
     size_t cap = (64 * 1024) / size;
     if (size <= 1024) cap = hk_min(hk_max(cap, 16), 512);
     else if (size <= HK_LARGE_MIN) cap = (128 * 1024) / size;

@@ -81,6 +81,7 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
   /* The list ran dry: the class is in demand, its capacity grows back. */
   tc->overflows[cls] = 0;
   tc->front[cls].misses++;
+  if (hk_class_is_large(cls) && tc->large_misses < UINT32_MAX) tc->large_misses++;
   set_cap(tc, cls, hk_min(tc->cap[cls] * 2, (int)hk_classes[cls].cap));
   void *chain;
   unsigned want = hk_min(hk_classes[cls].batch, (unsigned)tc->cap[cls] + 1);
@@ -127,10 +128,16 @@ void *hk_malloc_slow(size_t size) {
 
 static atomic_uint live_threads;  /* threads with an active cache */
 
-/* A thread's share of the process-wide budget for cached large blocks. */
-static size_t large_budget(void) {
+/* A thread's budget for cached large blocks: HK_LARGE_CACHE_MIN, doubled
+ * for every HK_LARGE_GROWTH large blocks its cache did not have, up to
+ * HK_LARGE_CACHE, and within its share of the process-wide budget.  A thread
+ * that takes large blocks at a high rate earns a cache that serves most of
+ * them; one that takes a few (a short-lived one) keeps few. */
+static size_t large_budget(const hk_tcache_t *tc) {
   size_t threads = hk_max(atomic_load_explicit(&live_threads, memory_order_relaxed), 1u);
-  return hk_min(HK_LARGE_CACHE, hk_max(hk_opt.large_cache / threads, HK_LARGE_CACHE_MIN));
+  unsigned doublings = tc->large_misses / HK_LARGE_GROWTH;
+  size_t own = doublings >= 16 ? HK_LARGE_CACHE : hk_min(HK_LARGE_CACHE_MIN << doublings, HK_LARGE_CACHE);
+  return hk_min(own, hk_max(hk_opt.large_cache / threads, HK_LARGE_CACHE_MIN));
 }
 
 /* Bytes of large blocks in the thread's cache (their rooms count down from 0). */
@@ -165,7 +172,7 @@ void hk_free_overflow(void *p) {
     tc->front[cls].overflows++;
     /* The bound grows with every large block kept; mallocs shrink the real
      * figure unseen, so it is recounted only when the bound passes the budget. */
-    size_t budget = large_budget();
+    size_t budget = large_budget(tc);
     tc->large_bound += hk_classes[cls].size;
     if (tc->large_bound <= budget) return;
     tc->large_bound = large_cached_bytes(tc);
@@ -217,9 +224,19 @@ void hk_free_slow(void *p) {
   hk_misuse("free", p, cls);
 }
 
+/* A new thread's lists of blocks above 1 KiB start at a quarter of their
+ * capacity (at least what prewarm puts in them) and double each time they
+ * run dry: most threads use most of these classes little, and a list a
+ * thread seldom takes from would otherwise fill up with its frees. */
+static int start_cap(unsigned c) {
+  int cap = hk_classes[c].cap;
+  if (hk_classes[c].size <= 1024 || cap == 0) return cap;
+  return hk_min(hk_max(cap / 4, (int)hk_prewarm_count(c)), cap);
+}
+
 void hk_thread_init(hk_tcache_t *tc) {
   hk_process_init();
-  for (unsigned c = 1; c <= HK_NCLASS; c++) set_cap(tc, c, hk_classes[c].cap);
+  for (unsigned c = 1; c <= HK_NCLASS; c++) set_cap(tc, c, start_cap(c));
   tc->arena = (uint8_t)hk_arena_assign();
   atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
   tc->state = HK_TC_ACTIVE;

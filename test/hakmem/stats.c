@@ -97,6 +97,64 @@ static void other_threads_caches(void) {
   CHECK_EQ(after.threads, before.threads);
 }
 
+/* ---- how much a thread's cache keeps ------------------------------------ */
+
+/* Blocks of `size` in the calling thread's cache (no other thread runs). */
+static size_t own_cached(size_t size) {
+  hak_stats_get(&after);
+  return class_of(&after, size)->thread_cached;
+}
+
+static void *new_thread_small_lists(void *arg) {
+  void **p = arg;
+  for (int i = 0; i < 64; i++) free(p[i]);  /* blocks another thread allocated */
+  return (void *)own_cached(4096);
+}
+
+/* A new thread's list of a class above 1 KiB starts at a quarter of its
+ * capacity: freeing 64 blocks of 4 KiB it did not allocate, it keeps at most
+ * 8 of them (the capacity is 32); once it has allocated the class's blocks
+ * at a higher rate, the list holds more. */
+static void small_lists_start_short(void) {
+  void *p[64];
+  pthread_t t;
+  void *kept;
+  for (int i = 0; i < 64; i++) CHECK((p[i] = malloc(4096)) != NULL);
+  CHECK(pthread_create(&t, NULL, new_thread_small_lists, p) == 0);
+  CHECK(pthread_join(t, &kept) == 0);
+  printf("  a new thread freeing 64 blocks of 4 KiB keeps %zu\n", (size_t)kept);
+  CHECK((size_t)kept >= 1 && (size_t)kept <= 8);
+}
+
+static void large_round(void **p, int n) {
+  for (int i = 0; i < n; i++) CHECK((p[i] = malloc(64 * 1024)) != NULL);
+  for (int i = 0; i < n; i++) free(p[i]);
+}
+
+static void *large_user(void *arg) {
+  static void *p[100];
+  size_t *kept = arg;
+  large_round(p, 100);
+  kept[0] = own_cached(64 * 1024);
+  for (int r = 0; r < 200; r++) large_round(p, 100);
+  kept[1] = own_cached(64 * 1024);
+  return NULL;
+}
+
+/* A thread's cache of large blocks starts at 256 KiB and grows with the
+ * large blocks it has to take from the SuperSlabs, up to 8 MiB: a thread
+ * freeing 100 blocks of 64 KiB first keeps at most 4 of them, and after
+ * 20 000 such mallocs all 100 (6.25 MiB). */
+static void large_cache_grows(void) {
+  size_t kept[2];
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, large_user, kept) == 0);
+  CHECK(pthread_join(t, NULL) == 0);
+  printf("  a thread freeing 100 blocks of 64 KiB keeps %zu at first, %zu after 20 000 mallocs\n", kept[0], kept[1]);
+  CHECK(kept[0] <= 4);
+  CHECK_EQ(kept[1], 100);
+}
+
 static void os_figures(void) {
   hak_os_stats_t os;
   hak_stats_get(&after);
@@ -238,6 +296,8 @@ int main(int argc, char **argv) {
   RUN(blocks_in_use);
   RUN(huge_blocks);
   RUN(other_threads_caches);
+  RUN(small_lists_start_short);
+  RUN(large_cache_grows);
   RUN(os_figures);
   RUN(text_and_json);
   RUN(glibc_calls);
