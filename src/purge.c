@@ -6,7 +6,7 @@
  * one and two delays): the central caches send the parked batches of classes
  * nobody used for a whole epoch back to their slabs and give back their empty
  * slabs; the SuperSlabs and huge regions decommit their free units and
- * granules and unmap what is empty and clean.  Memory reused within the delay
+ * unmap what is empty and clean.  Memory reused within the delay
  * is never touched, and a tick costs one system call per run of pages, at
  * most once per delay.
  *
@@ -36,11 +36,12 @@
 atomic_bool hk_purge_pending;
 static _Atomic uint64_t next_tick;          /* ms, CLOCK_MONOTONIC_COARSE */
 /* Lean mode's cap (free resident bytes kept at most; 0: the target) and what
- * it learns from: the bytes the last trim gave back, when (ms), and the
- * fresh bytes taken since; ticks since the last trim.  The caller of
- * lean_trim and lean_quiet holds tick_lock. */
-static atomic_size_t lean_cap, lean_retaken;
-static size_t lean_trimmed;
+ * it learns from: the bytes the last trim gave back, when (ms), the fresh
+ * bytes taken since, and when (ms) they came to half the bytes given back
+ * (0: not yet); ticks since the last trim.  The caller of lean_trim and
+ * lean_quiet holds tick_lock. */
+static atomic_size_t lean_cap, lean_retaken, lean_trimmed;
+static _Atomic uint64_t lean_retaken_ms;
 static uint64_t lean_trim_ms;
 static unsigned lean_quiet_ticks;
 static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -72,10 +73,10 @@ static bool over_lean_target(void) { return hk_opt.mem_lean && hk_purge_resident
 static void lean_trim(void) {
   size_t resident = hk_purge_resident(), cap = lean_cap_now();
   if (!hk_opt.mem_lean || resident <= cap) return;
-  uint64_t now = hk_os_now_ms();
-  size_t retaken = atomic_exchange_explicit(&lean_retaken, 0, memory_order_relaxed);
-  if (lean_trimmed && retaken >= lean_trimmed / 2 && now - lean_trim_ms <= 4 * hk_max(hk_opt.purge_delay_ms, 1)) {
-    /* what the last trim gave back was taken again: the cap was too low */
+  uint64_t now = hk_os_now_ms(), retaken_ms = atomic_exchange_explicit(&lean_retaken_ms, 0, memory_order_relaxed);
+  atomic_store_explicit(&lean_retaken, 0, memory_order_relaxed);
+  if (retaken_ms && retaken_ms - lean_trim_ms <= 4 * hk_max(hk_opt.purge_delay_ms, 1)) {
+    /* what the last trim gave back was taken again at once: the cap was too low */
     cap = hk_min(cap * 2, lean_target() * HK_LEAN_CAP_GROWTH);
     atomic_store_explicit(&lean_cap, cap, memory_order_relaxed);
     if (resident <= cap) return;
@@ -83,13 +84,20 @@ static void lean_trim(void) {
   size_t want = resident - cap / 2;
   size_t bytes = hk_superslab_purge(HK_PURGE_DIRTY, want);
   if (bytes < want) bytes += hk_huge_purge(HK_PURGE_DIRTY, want - bytes);
-  lean_trimmed = bytes;
+  atomic_store_explicit(&lean_trimmed, bytes, memory_order_relaxed);
   lean_trim_ms = now;
   lean_quiet_ticks = 0;
 }
 
+/* Fresh memory taken: the time it comes to half what the last trim gave
+ * back is what lean_trim judges by (a program that takes its memory back
+ * slowly, page fault by page fault, is still one that took it back at once). */
 void hk_purge_fresh(size_t bytes) {
-  if (hk_opt.mem_lean) atomic_fetch_add_explicit(&lean_retaken, bytes, memory_order_relaxed);
+  if (!hk_opt.mem_lean) return;
+  size_t before = atomic_fetch_add_explicit(&lean_retaken, bytes, memory_order_relaxed);
+  size_t half = atomic_load_explicit(&lean_trimmed, memory_order_relaxed) / 2;
+  if (half && before < half && before + bytes >= half)
+    atomic_store_explicit(&lean_retaken_ms, hk_os_now_ms(), memory_order_relaxed);
 }
 
 /* A tick: a cap that went long without a trim halves back towards the target. */
