@@ -1,21 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /* Huge blocks (above the largest size class, 1 MiB).
  *
- * A huge block is a run of 2 MiB granules in a 128 MiB region aligned to its
- * size; granule 0 holds the region's header (only its first page is ever
- * touched), so a block's header is found from the block itself, which starts
- * on a granule: (p - 2 MiB) rounded down to 128 MiB.  Regions that large let
- * blocks of tens of MiB share one and take each other's granules when they
- * are freed, rather than each needing fresh memory.  Blocks freed stay
- * resident until the purge schedule gives their granules back (as units of
- * SuperSlabs do), so a program that keeps freeing and allocating big blocks
- * reuses the same memory without a system call or a page fault.  Granules
- * are 2 MiB so that blocks sit on transparent huge pages (HAKMEM_HUGE_THP):
- * one page fault maps 2 MiB.
+ * A huge block is a run of 64 KiB units in a 128 MiB region aligned to its
+ * size; the region's first 2 MiB hold its header (only its first pages are
+ * ever touched), so a block's header is found from the block itself, which
+ * starts past them: (p - 2 MiB) rounded down to 128 MiB.  Regions that large
+ * let blocks of tens of MiB share one and take each other's units when they
+ * are freed, rather than each needing fresh memory, and units that small
+ * waste little at the end of a block (a 2 MiB granule per block wasted 0.56
+ * MiB on average for blocks of 1-2 MiB).  Blocks freed stay resident until
+ * the purge schedule gives their units back (as units of SuperSlabs do), so a
+ * program that keeps freeing and allocating big blocks reuses the same memory
+ * without a system call or a page fault.  Past the header, a region is on
+ * transparent huge pages (HAKMEM_HUGE_THP): one page fault maps 2 MiB, which
+ * blocks next to each other share.
  *
  * A block too big for a region (or too strongly aligned) gets a "jumbo"
- * region of its own, with the same header, the block at granule 1 (or at the
- * granule its alignment needs).  Freed jumbo regions are kept, dirty, in a
+ * region of its own, with the same header, the block at 2 MiB (or at the
+ * offset its alignment needs).  Freed jumbo regions are kept, dirty, in a
  * small cache for blocks of about their size, and unmapped on the purge
  * schedule; realloc grows and shrinks them with mremap, without a copy.
  *
@@ -24,20 +26,19 @@
 #include <string.h>
 #include "internal.h"
 
-#define HK_GRANULE_SHIFT 21
-#define HK_GRANULE ((size_t)1 << HK_GRANULE_SHIFT)
-#define HK_REGION_GRANULES 64
+#define HK_GRANULE ((size_t)2 << 20)  /* a region's header; a huge page */
 #define HK_REGION_MAGIC 0x6875676572656769ull
 #define HK_JUMBO_CACHE 4  /* freed jumbo regions kept for reuse */
 
 typedef struct hk_region {
-  uint64_t magic;             /* HK_REGION_MAGIC ^ the region's address */
-  size_t size;                /* bytes mapped */
-  uint64_t used;              /* granules in use; bit 0, the header, always */
-  uint64_t dirty, dirty_old;  /* free granules still resident, by purge epoch */
-  uint64_t stale;             /* granules that may hold old data (calloc clears them) */
-  uint8_t run[HK_REGION_GRANULES];  /* granules of the block starting at each granule */
-  size_t offset;              /* jumbo: where the block starts; 0 for shared regions */
+  uint64_t magic;                   /* HK_REGION_MAGIC ^ the region's address */
+  size_t size;                      /* bytes mapped */
+  size_t offset;                    /* jumbo: where the block starts; 0 for shared regions */
+  /* Unit bitmaps; a jumbo region uses word 0 as a flag for its one block. */
+  uint64_t used[HK_REGION_WORDS];   /* units in use; the header's, always */
+  uint64_t dirty[HK_REGION_WORDS], dirty_old[HK_REGION_WORDS];  /* free units still resident, by purge epoch */
+  uint64_t stale[HK_REGION_WORDS];  /* units that may hold old data (calloc clears them) */
+  uint16_t run[HK_REGION_UNITS];    /* units of the block starting at each unit */
   struct hk_region *next, *prev;
 } hk_region_t;
 
@@ -45,16 +46,106 @@ static pthread_mutex_t huge_lock = PTHREAD_MUTEX_INITIALIZER;
 static hk_region_t *regions;       /* shared regions */
 static hk_region_t *jumbo_cache;   /* freed jumbo regions, newest first */
 static unsigned jumbo_cached;
-static size_t live_blocks, live_bytes;  /* blocks in use and the bytes of their granules */
-static size_t resident;  /* bytes of free granules and cached jumbo regions still resident (huge_lock) */
+static size_t live_blocks, live_bytes;  /* blocks in use and the bytes of their units */
+static size_t resident;  /* bytes of free units and cached jumbo regions still resident (huge_lock) */
 
 size_t hk_huge_resident(void) { return __atomic_load_n(&resident, __ATOMIC_RELAXED); }
 
-static size_t granules(size_t size) { return (size + HK_GRANULE - 1) >> HK_GRANULE_SHIFT; }
-static uint64_t resident_free(const hk_region_t *r) { return r->dirty | r->dirty_old; }
+static size_t units(size_t size) { return (size + HK_UNIT_SIZE - 1) >> HK_UNIT_SHIFT; }
+static size_t units_bytes(size_t n) { return n << HK_UNIT_SHIFT; }
 
-/* The region of a block: its header lies in the region-aligned granule
- * before or below the block. */
+/* ---- unit bitmaps of HK_REGION_UNITS bits ------------------------------------ */
+
+/* Clears (op 0), sets (op 1) or counts (op 2: w is only read) the bits
+ * [at, at+n) of w, a word at a time; returns the count. */
+static unsigned bits_op(uint64_t *w, unsigned at, unsigned n, int op) {
+  unsigned count = 0;
+  for (unsigned i = at, end = at + n; i < end;) {
+    unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
+    uint64_t mask = hk_bits(i % 64, len);
+    if (op == 0) w[k] &= ~mask;
+    else if (op == 1) w[k] |= mask;
+    else count += (unsigned)__builtin_popcountll(w[k] & mask);
+    i += len;
+  }
+  return count;
+}
+static void bits_clear(uint64_t *w, unsigned at, unsigned n) { bits_op(w, at, n, 0); }
+static void bits_set(uint64_t *w, unsigned at, unsigned n) { bits_op(w, at, n, 1); }
+static unsigned bits_count(const uint64_t *w, unsigned at, unsigned n) { return bits_op((uint64_t *)w, at, n, 2); }
+
+/* The first unit from `from` on whose bit is `value`, or HK_REGION_UNITS. */
+static unsigned bits_next(const uint64_t *w, unsigned from, bool value) {
+  while (from < HK_REGION_UNITS) {
+    uint64_t x = (value ? w[from / 64] : ~w[from / 64]) >> (from % 64);
+    if (x) return from + (unsigned)__builtin_ctzll(x);
+    from = (from / 64 + 1) * 64;
+  }
+  return HK_REGION_UNITS;
+}
+
+/* Where a run of n units goes in a region: at a multiple of `step`, in a
+ * stretch of free units (clear in `used`), with the fewest units outside
+ * `warm` (free units still resident: no page fault); then in the shortest
+ * stretch, so that short runs fill holes and leave long stretches to long
+ * runs; then the nearest to one of the stretch's ends, so as not to cut it in
+ * two.  Placements with more than `limit` cold units are not wanted.  With
+ * step 1 the candidates are a stretch's ends and the edges of its warm runs:
+ * the count of warm units in a window of n has its maxima there, so the
+ * fewest cold units is found exactly; with a larger step every allowed start
+ * is tried.  Returns the first unit, or -1; *cold and *slack get the
+ * figures. */
+typedef struct hk_fit {
+  int at;
+  unsigned cold, slack, edge;
+} hk_fit_t;
+
+static void fit_try(hk_fit_t *f, const uint64_t *warm, unsigned p, unsigned n, unsigned lo, unsigned hi) {
+  unsigned k = n - bits_count(warm, p, n), s = hi - lo - n, e = hk_min(p - lo, hi - n - p);
+  if (f->at < 0 ? k < f->cold
+                : k < f->cold || (k == f->cold && (s < f->slack || (s == f->slack && (e < f->edge ||
+                                                                                     (e == f->edge && (int)p < f->at))))))
+    *f = (hk_fit_t){(int)p, k, s, e};
+}
+
+int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned n, unsigned step, unsigned limit,
+                  unsigned *cold, unsigned *slack) {
+  hk_fit_t f = {-1, limit + 1, HK_REGION_UNITS, HK_REGION_UNITS};
+  for (unsigned lo = bits_next(used, 0, false), hi; lo < HK_REGION_UNITS; lo = bits_next(used, hi, false)) {
+    hi = bits_next(used, lo, true);
+    if (hi - lo < n || (f.cold == 0 && hi - lo - n > f.slack)) continue;
+    unsigned last = hi - n;
+    if (step > 1) {
+      for (unsigned p = (lo + step - 1) / step * step; p <= last; p += step) fit_try(&f, warm, p, n, lo, hi);
+      continue;
+    }
+    fit_try(&f, warm, lo, n, lo, hi);
+    fit_try(&f, warm, last, n, lo, hi);
+    for (unsigned w = bits_next(warm, lo, true), we; w < hi; w = bits_next(warm, we, true)) {
+      we = hk_min(bits_next(warm, w, false), hi);
+      fit_try(&f, warm, hk_min(w, last), n, lo, hi);
+      fit_try(&f, warm, we >= lo + n ? hk_min(we - n, last) : lo, n, lo, hi);
+    }
+  }
+  *cold = f.cold;
+  *slack = f.slack;
+  return f.at;
+}
+
+/* ---- regions ------------------------------------------------------------------ */
+
+static bool region_empty(const hk_region_t *r) {
+  if (r->used[0] != hk_bits(0, HK_REGION_HEADER_UNITS)) return false;
+  for (unsigned k = 1; k < HK_REGION_WORDS; k++)
+    if (r->used[k]) return false;
+  return true;
+}
+
+/* Free units still resident, word k. */
+static uint64_t resident_free(const hk_region_t *r, unsigned k) { return r->dirty[k] | r->dirty_old[k]; }
+
+/* The region of a block: its header lies in the region-aligned 2 MiB before
+ * or below the block. */
 static hk_region_t *region_of(const void *p) {
   return (hk_region_t *)(((uintptr_t)p - HK_GRANULE) & ~(HK_REGION_SIZE - 1));
 }
@@ -63,13 +154,13 @@ static hk_region_t *region_of(const void *p) {
  * has vouched for p's unit, so the region's header is mapped). */
 static hk_region_t *lookup(const void *p) {
   uintptr_t a = (uintptr_t)p;
-  if (a < HK_GRANULE || (a & (HK_GRANULE - 1)) || hk_class_map_lookup(p) != HK_MAP_HUGE) return NULL;
+  if (a < HK_GRANULE || (a & (HK_UNIT_SIZE - 1)) || hk_class_map_lookup(p) != HK_MAP_HUGE) return NULL;
   hk_region_t *r = region_of(p);
   if (r->magic != (HK_REGION_MAGIC ^ (uintptr_t)r)) return NULL;
   size_t off = (size_t)(a - (uintptr_t)r);
-  if (r->offset) return off == r->offset && r->used ? r : NULL;
-  unsigned g = (unsigned)(off >> HK_GRANULE_SHIFT);
-  return g < HK_REGION_GRANULES && r->run[g] && (r->used >> g & 1) ? r : NULL;
+  if (r->offset) return off == r->offset && r->used[0] ? r : NULL;
+  unsigned u = (unsigned)(off >> HK_UNIT_SHIFT);
+  return u < HK_REGION_UNITS && r->run[u] && (r->used[u / 64] >> (u % 64) & 1) ? r : NULL;
 }
 
 /* The region whose header p's region-sized span or the one below starts with, or NULL. */
@@ -78,7 +169,8 @@ static hk_region_t *region_around(const void *p) {
   if (hk_class_map_lookup(r) != HK_MAP_REGION) r = region_of(p);
   return (uintptr_t)p >= HK_GRANULE && hk_class_map_lookup(r) == HK_MAP_REGION &&
                  r->magic == (HK_REGION_MAGIC ^ (uintptr_t)r) && (const uint8_t *)p < (uint8_t *)r + r->size
-             ? r : NULL;
+             ? r
+             : NULL;
 }
 
 /* Read without the lock: for a message before abort.  The start of a freed
@@ -88,20 +180,20 @@ size_t hk_huge_block_of(const void *p, bool *live) {
   if (!r) return 0;
   size_t off = (size_t)((const uint8_t *)p - (uint8_t *)r);
   if (r->offset) {
-    *live = r->used && off > r->offset;
+    *live = r->used[0] && off > r->offset;
     return off >= r->offset && (*live || off == r->offset) ? r->size - r->offset : 0;
   }
-  for (int g = (int)(off >> HK_GRANULE_SHIFT); g > 0; g--) {
-    if (!r->run[g] || (size_t)(g + r->run[g]) << HK_GRANULE_SHIFT <= off) continue;
-    *live = r->used >> g & 1;
-    return *live || off == (size_t)g << HK_GRANULE_SHIFT ? (size_t)r->run[g] << HK_GRANULE_SHIFT : 0;
+  for (int u = (int)(off >> HK_UNIT_SHIFT); u >= (int)HK_REGION_HEADER_UNITS; u--) {
+    if (!r->run[u] || units_bytes((size_t)u + r->run[u]) <= off) continue;
+    *live = r->used[u / 64] >> (u % 64) & 1;
+    return *live || off == units_bytes((size_t)u) ? units_bytes(r->run[u]) : 0;
   }
   return 0;
 }
 
 static size_t block_bytes(const hk_region_t *r, const void *p) {
   if (r->offset) return r->size - r->offset;
-  return (size_t)r->run[((uintptr_t)p - (uintptr_t)r) >> HK_GRANULE_SHIFT] << HK_GRANULE_SHIFT;
+  return units_bytes(r->run[((uintptr_t)p - (uintptr_t)r) >> HK_UNIT_SHIFT]);
 }
 
 static void mark(const void *p, uint8_t value) { hk_class_map_set(p, 1, value); }
@@ -128,95 +220,116 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
   if (hk_opt.huge_thp) hk_os_advise_huge((uint8_t *)r + HK_GRANULE, size - HK_GRANULE);
   r->magic = HK_REGION_MAGIC ^ (uintptr_t)r;
   r->size = size;
-  r->used = 1;
   r->offset = offset;
+  if (offset) r->used[0] = 1;
+  else bits_set(r->used, 0, HK_REGION_HEADER_UNITS);
   hk_class_map_set(r, 1, HK_MAP_REGION);
   return r;
 }
 
-/* Gives back the granules in `bits` of a shared region; returns the bytes. */
-static size_t decommit_granules(hk_region_t *r, uint64_t bits) {
+/* Gives back the units of a shared region set in word k's `bits`; returns the bytes. */
+static size_t decommit_units(hk_region_t *r, unsigned k, uint64_t bits) {
   size_t bytes = 0;
-  while (bits) {
-    unsigned g = (unsigned)__builtin_ctzll(bits);
-    unsigned n = (unsigned)__builtin_ctzll(~(bits >> g));
-    hk_os_decommit((uint8_t *)r + ((size_t)g << HK_GRANULE_SHIFT), (size_t)n << HK_GRANULE_SHIFT);
-    bits &= ~hk_bits(g, n);
-    bytes += (size_t)n << HK_GRANULE_SHIFT;
+  for (uint64_t rest = bits; rest;) {
+    unsigned b = (unsigned)__builtin_ctzll(rest);
+    uint64_t run = ~(rest >> b);
+    unsigned n = run ? (unsigned)__builtin_ctzll(run) : 64 - b;
+    hk_os_decommit((uint8_t *)r + units_bytes((size_t)k * 64 + b), units_bytes(n));
+    rest &= ~hk_bits(b, n);
+    bytes += units_bytes(n);
   }
-  if (hk_opt.decommit == HK_DECOMMIT_DONTNEED) r->stale &= ~bits;
+  if (hk_opt.decommit == HK_DECOMMIT_DONTNEED) r->stale[k] &= ~bits;
   return bytes;
 }
 
-/* Takes granules [g, g+n) of a shared region: resident ones no longer wait
- * for the purge. */
-static void take_granules(hk_region_t *r, unsigned g, unsigned n) {
-  uint64_t bits = hk_bits(g, n), reused = bits & resident_free(r);
-  r->used |= bits;
-  r->dirty &= ~bits;
-  r->dirty_old &= ~bits;
-  if (reused) hk_resident_add(&resident, -(ptrdiff_t)((size_t)__builtin_popcountll(reused) << HK_GRANULE_SHIFT));
-  if (reused != bits) hk_purge_fresh((size_t)__builtin_popcountll(bits & ~reused) << HK_GRANULE_SHIFT);
-}
+/* The bits of word k that are huge page h's units (32 per page). */
+static uint64_t page_mask(unsigned h) { return hk_bits(h % 2 * 32, 32); }
 
-static void release_granules(hk_region_t *r, unsigned g, unsigned n) {
-  uint64_t bits = hk_bits(g, n);
-  r->used &= ~bits;
-  if (hk_opt.purge_delay_ms == 0) {
-    decommit_granules(r, bits);
-  } else {
-    r->dirty |= bits;
-    hk_resident_add(&resident, (ptrdiff_t)((size_t)n << HK_GRANULE_SHIFT));
+/* Takes units [u, u+n) of a shared region: resident ones no longer wait for
+ * the purge.  On transparent huge pages, a block that is the first to touch
+ * a huge page makes the whole page resident: its other free units then count
+ * as free resident memory (reused first, given back on the purge schedule)
+ * rather than lie resident unseen.  Only the pages at the block's two ends
+ * can have other units. */
+static void take_units(hk_region_t *r, unsigned u, unsigned n) {
+  unsigned ends[2] = {u / 32, (u + n - 1) / 32};
+  bool fresh[2];
+  for (int i = 0; i < 2; i++) {
+    unsigned k = ends[i] / 2;
+    fresh[i] = hk_opt.huge_thp && !((r->used[k] | resident_free(r, k)) & page_mask(ends[i]));
+  }
+  unsigned reused = bits_count(r->dirty, u, n) + bits_count(r->dirty_old, u, n);  /* never both */
+  bits_set(r->used, u, n);
+  bits_clear(r->dirty, u, n);
+  bits_clear(r->dirty_old, u, n);
+  if (reused) hk_resident_add(&resident, -(ptrdiff_t)units_bytes(reused));
+  if (reused != n) hk_purge_fresh(units_bytes(n - reused));
+  for (int i = 0; i < 2 && (i == 0 || ends[1] != ends[0]); i++) {
+    unsigned k = ends[i] / 2;
+    uint64_t faulted = fresh[i] ? page_mask(ends[i]) & ~r->used[k] : 0;
+    r->dirty[k] |= faulted;
+    if (faulted) hk_resident_add(&resident, (ptrdiff_t)units_bytes((size_t)__builtin_popcountll(faulted)));
   }
 }
 
-/* Granules whose starts are multiples of `step` (a power of two). */
-static uint64_t aligned_starts(unsigned step) {
-  uint64_t m = 0;
-  for (unsigned g = 0; g < HK_REGION_GRANULES; g += step) m |= 1ull << g;
-  return m;
+static void release_units(hk_region_t *r, unsigned u, unsigned n) {
+  bits_clear(r->used, u, n);
+  if (hk_opt.purge_delay_ms == 0) {
+    for (unsigned i = u, end = u + n; i < end;) {
+      unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
+      decommit_units(r, k, hk_bits(i % 64, len));
+      i += len;
+    }
+  } else {
+    bits_set(r->dirty, u, n);
+    hk_resident_add(&resident, (ptrdiff_t)units_bytes(n));
+  }
 }
 
-/* Whether an empty shared region could hold n granules so aligned. */
+/* The first unit past the header where a block aligned to `step` units may start. */
+static unsigned first_start(unsigned step) { return (HK_REGION_HEADER_UNITS + step - 1) / step * step; }
+
+/* Whether an empty shared region could hold n units aligned to `alignment`. */
 static bool fits_region(size_t n, size_t alignment) {
-  unsigned cold;
-  return n < HK_REGION_GRANULES && alignment <= HK_REGION_SIZE / 2 &&
-         hk_find_run(hk_bits(1, HK_REGION_GRANULES - 1), 0, (unsigned)n,
-                     aligned_starts((unsigned)hk_max(alignment >> HK_GRANULE_SHIFT, 1)), &cold) >= 0;
+  if (alignment > HK_REGION_SIZE / 2) return false;
+  unsigned step = (unsigned)hk_max(alignment >> HK_UNIT_SHIFT, 1);
+  return first_start(step) + n <= HK_REGION_UNITS;
 }
 
-/* A block of n granules from a shared region, the best place as hk_find_run_best
+/* A block of n units from a shared region, the best place as hk_region_fit
  * sees it.  Called with huge_lock held; NULL if no region can be mapped. */
 static void *shared_alloc(unsigned n, size_t alignment, bool zero, size_t size) {
-  uint64_t starts = aligned_starts((unsigned)hk_max(alignment >> HK_GRANULE_SHIFT, 1));
-  uint64_t all = hk_bits(0, HK_REGION_GRANULES);
+  unsigned step = (unsigned)hk_max(alignment >> HK_UNIT_SHIFT, 1);
   hk_region_t *r = NULL;
-  int g = -1;
-  unsigned best = n + 1, best_slack = 64, cold, slack;
+  int u = -1;
+  unsigned best = n + 1, best_slack = HK_REGION_UNITS, cold, slack;
+  uint64_t warm[HK_REGION_WORDS];
   for (hk_region_t *s = regions; s && (best || best_slack); s = s->next) {
-    int at = hk_find_run_best(all & ~s->used, resident_free(s), n, starts, hk_min(best, n), &cold, &slack);
-    if (at >= 0 && (cold < best || (cold == best && slack < best_slack))) r = s, g = at, best = cold, best_slack = slack;
+    for (unsigned k = 0; k < HK_REGION_WORDS; k++) warm[k] = resident_free(s, k);
+    int at = hk_region_fit(s->used, warm, n, step, hk_min(best, n), &cold, &slack);
+    if (at >= 0 && (cold < best || (cold == best && slack < best_slack))) r = s, u = at, best = cold, best_slack = slack;
   }
   if (!r) {
     r = region_map(HK_REGION_SIZE, 0, 0);
     if (!r) return NULL;
     hk_list_push(&regions, r);
-    g = hk_find_run_best(all & ~r->used, 0, n, starts, n, &cold, &slack);
+    u = (int)first_start(step);
   }
-  take_granules(r, (unsigned)g, n);
-  r->run[g] = (uint8_t)n;
-  memset(&r->run[g + 1], 0, n - 1);  /* no freed block's start lies inside a live one */
-  uint8_t *p = (uint8_t *)r + ((size_t)g << HK_GRANULE_SHIFT);
-  for (uint64_t stale = zero ? r->stale & hk_bits((unsigned)g, n) : 0; stale; stale &= stale - 1) {
-    size_t off = ((size_t)__builtin_ctzll(stale) - (size_t)g) << HK_GRANULE_SHIFT;
-    if (off < size) memset(p + off, 0, hk_min(HK_GRANULE, size - off));
+  take_units(r, (unsigned)u, n);
+  r->run[u] = (uint16_t)n;
+  memset(&r->run[u + 1], 0, (n - 1) * sizeof r->run[0]);  /* no freed block's start lies inside a live one */
+  uint8_t *p = (uint8_t *)r + units_bytes((size_t)u);
+  for (unsigned i = zero ? bits_next(r->stale, (unsigned)u, true) : HK_REGION_UNITS; i < (unsigned)u + n;
+       i = bits_next(r->stale, i + 1, true)) {
+    size_t off = units_bytes(i - (unsigned)u);
+    if (off < size) memset(p + off, 0, hk_min(HK_UNIT_SIZE, size - off));
   }
-  r->stale |= hk_bits((unsigned)g, n);
+  bits_set(r->stale, (unsigned)u, n);
   return p;
 }
 
 /* A jumbo region for `size` bytes: one from the cache whose block is at
- * granule 1 and at most a quarter too big, else a new one.  Called with
+ * 2 MiB and at most a quarter too big, else a new one.  Called with
  * huge_lock held. */
 static void *jumbo_alloc(size_t size, size_t alignment, bool zero) {
   size_t offset = hk_max(hk_min(alignment, HK_REGION_SIZE), HK_GRANULE);
@@ -227,17 +340,17 @@ static void *jumbo_alloc(size_t size, size_t alignment, bool zero) {
       if (cap < size || cap - size > size / 4) continue;
       hk_list_remove(&jumbo_cache, r);
       jumbo_cached--;
-      if (r->dirty | r->dirty_old) hk_resident_add(&resident, -(ptrdiff_t)cap);
-      r->dirty = r->dirty_old = 0;
-      r->used = 1;
-      if (zero && r->stale) memset((uint8_t *)r + offset, 0, size);
-      r->stale = 1;
+      if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&resident, -(ptrdiff_t)cap);
+      r->dirty[0] = r->dirty_old[0] = 0;
+      r->used[0] = 1;
+      if (zero && r->stale[0]) memset((uint8_t *)r + offset, 0, size);
+      r->stale[0] = 1;
       return (uint8_t *)r + offset;
     }
   }
   hk_region_t *r = region_map(total, offset, alignment);
   if (!r) return NULL;
-  r->stale = 1;
+  r->stale[0] = 1;
   return (uint8_t *)r + offset;
 }
 
@@ -248,7 +361,7 @@ static void region_unmap(hk_region_t *r) {
 }
 
 static void jumbo_unmap(hk_region_t *r) {
-  if (r->dirty | r->dirty_old) hk_resident_add(&resident, -(ptrdiff_t)(r->size - r->offset));
+  if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&resident, -(ptrdiff_t)(r->size - r->offset));
   region_unmap(r);
 }
 
@@ -273,7 +386,7 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
     return NULL;
   }
   size += HK_GUARD;
-  size_t n = hk_max(granules(size), 1);
+  size_t n = hk_max(units(size), 1);
   void *p;
   /* Out of address space or memory: what is free and still mapped goes
    * back (malloc_trim), and one more try. */
@@ -304,17 +417,17 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
 static void free_locked(hk_region_t *r, void *p) {
   mark(p, 0);
   if (!r->offset) {
-    unsigned g = (unsigned)(((uintptr_t)p - (uintptr_t)r) >> HK_GRANULE_SHIFT);
-    release_granules(r, g, r->run[g]);  /* run[g] stays: a second free is known as one */
-    if (r->used == 1) hk_purge_note();  /* an empty region: unmapped when its pages are gone */
+    unsigned u = (unsigned)(((uintptr_t)p - (uintptr_t)r) >> HK_UNIT_SHIFT);
+    release_units(r, u, r->run[u]);  /* run[u] stays: a second free is known as one */
+    if (region_empty(r)) hk_purge_note();  /* unmapped when its pages are gone */
     return;
   }
-  r->used = 0;
+  r->used[0] = 0;
   if (hk_opt.purge_delay_ms == 0) {
     jumbo_unmap(r);
     return;
   }
-  r->dirty = 1;
+  r->dirty[0] = 1;
   hk_resident_add(&resident, (ptrdiff_t)(r->size - r->offset));
   hk_list_push(&jumbo_cache, r);
   if (++jumbo_cached > HK_JUMBO_CACHE) unmap_cached(1, 0);
@@ -344,28 +457,27 @@ size_t hk_huge_usable_size(const void *p) {
   return n;
 }
 
-/* Resizes a shared block in place when the granules after it are free (or
- * it shrinks); true if it did. */
+/* Resizes a shared block in place when the units after it are free (or it
+ * shrinks); true if it did. */
 static bool shared_resize(hk_region_t *r, void *p, size_t size) {
-  unsigned g = (unsigned)(((uintptr_t)p - (uintptr_t)r) >> HK_GRANULE_SHIFT), old = r->run[g];
-  size_t n = granules(size);
-  if (g + n > HK_REGION_GRANULES) return false;
+  unsigned u = (unsigned)(((uintptr_t)p - (uintptr_t)r) >> HK_UNIT_SHIFT), old = r->run[u];
+  size_t n = hk_max(units(size), 1);
+  if (u + n > HK_REGION_UNITS) return false;
   if (n <= old) {
-    if (n < old) release_granules(r, g + (unsigned)n, old - (unsigned)n);
+    if (n < old) release_units(r, u + (unsigned)n, old - (unsigned)n);
   } else {
-    uint64_t more = hk_bits(g + old, (unsigned)n - old);
-    if (r->used & more) return false;
-    take_granules(r, g + old, (unsigned)n - old);
-    memset(&r->run[g + old], 0, n - old);
-    r->stale |= more;
+    if (bits_count(r->used, u + old, (unsigned)n - old)) return false;
+    take_units(r, u + old, (unsigned)n - old);
+    memset(&r->run[u + old], 0, (n - old) * sizeof r->run[0]);
+    bits_set(r->stale, u + old, (unsigned)n - old);
   }
-  r->run[g] = (uint8_t)n;
+  r->run[u] = (uint16_t)n;
   return true;
 }
 
 /* Resizes a jumbo region with mremap: in place when the address space after
  * it is free, else moved (pages and all, no copy) to a new region-aligned
- * place.  The header granule and the rest are moved apart: asking for huge
+ * place.  The header's 2 MiB and the rest are moved apart: asking for huge
  * pages on the rest made them two mappings as far as the kernel knows. */
 static void *jumbo_resize(hk_region_t *r, size_t size) {
   size_t total = r->offset + hk_align_up(size, hk_os_page_size());
@@ -440,7 +552,7 @@ void *hk_huge_realloc(void *p, size_t size) {
 }
 
 /* Gives back the huge blocks' free memory as superslab.c's purges do for
- * units (see there): granules of shared regions, then whole regions: empty
+ * units (see there): units of shared regions, then whole regions: empty
  * shared ones beyond the first, and cached jumbo ones.  Returns the bytes. */
 size_t hk_huge_purge(int mode, size_t want) {
   size_t bytes = 0;
@@ -450,11 +562,13 @@ size_t hk_huge_purge(int mode, size_t want) {
   if (mode == HK_PURGE_DIRTY) {
     for (int old = 1; old >= 0; old--) {
       for (hk_region_t *r = regions; r && bytes < want; r = r->next) {
-        uint64_t *bits = old ? &r->dirty_old : &r->dirty;
-        size_t n = decommit_granules(r, *bits);
-        *bits = 0;
-        if (n) hk_resident_add(&resident, -(ptrdiff_t)n);
-        bytes += n;
+        uint64_t *bits = old ? r->dirty_old : r->dirty;
+        for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
+          size_t n = bits[k] ? decommit_units(r, k, bits[k]) : 0;
+          bits[k] = 0;
+          if (n) hk_resident_add(&resident, -(ptrdiff_t)n);
+          bytes += n;
+        }
       }
     }
     bytes = unmap_cached(want, bytes);
@@ -463,27 +577,32 @@ size_t hk_huge_purge(int mode, size_t want) {
   }
   for (hk_region_t *r = regions, *next; r; r = next) {
     next = r->next;
-    size_t n = decommit_granules(r, mode == HK_PURGE_DUE ? r->dirty_old : resident_free(r));
-    if (n) hk_resident_add(&resident, -(ptrdiff_t)n);
-    bytes += n;
-    r->dirty_old = mode == HK_PURGE_DUE ? r->dirty : 0;
-    r->dirty = 0;
-    pending |= r->dirty_old != 0;
-    if (r->used != 1 || empty++ == 0 || r->dirty_old) continue;
+    bool dirty_old = false;
+    for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
+      uint64_t bits = mode == HK_PURGE_DUE ? r->dirty_old[k] : resident_free(r, k);
+      size_t n = bits ? decommit_units(r, k, bits) : 0;
+      if (n) hk_resident_add(&resident, -(ptrdiff_t)n);
+      bytes += n;
+      r->dirty_old[k] = mode == HK_PURGE_DUE ? r->dirty[k] : 0;
+      r->dirty[k] = 0;
+      dirty_old |= r->dirty_old[k] != 0;
+    }
+    pending |= dirty_old;
+    if (!region_empty(r) || empty++ == 0 || dirty_old) continue;
     hk_list_remove(&regions, r);
     region_unmap(r);
   }
   if (mode == HK_PURGE_ALL) bytes = unmap_cached(SIZE_MAX, bytes);
   for (hk_region_t *r = jumbo_cache, *next; r; r = next) {  /* a tick: the cache ages */
     next = r->next;
-    if (r->dirty_old) {
+    if (r->dirty_old[0]) {
       hk_list_remove(&jumbo_cache, r);
       jumbo_cached--;
       bytes += r->size - r->offset;
       jumbo_unmap(r);
     } else {
-      r->dirty_old = r->dirty;
-      r->dirty = 0;
+      r->dirty_old[0] = r->dirty[0];
+      r->dirty[0] = 0;
       pending = true;
     }
   }

@@ -6,7 +6,7 @@
  *
  *   malloc(n) = hk_malloc_fast            n <= 8 KiB and the class's list has a block: pop
  *     hk_malloc_slow                      (tcache.c)
- *       hk_huge_alloc                     n > 1 MiB: granules of a region, best fit (huge.c)
+ *       hk_huge_alloc                     n > 1 MiB: units of a region, best fit (huge.c)
  *         region_map -> hk_os_space_take or hk_os_map_aligned, hk_os_advise_huge  (os.c)
  *       hk_malloc_class -> tcache_refill  the list is empty
  *         hk_thread_init                  first call of the thread: capacities, prewarm
@@ -28,7 +28,7 @@
  *         hk_large_release                large blocks: their units back at once
  *       hk_purge_poll
  *     hk_free_slow                        anything else: NULL, huge, or an error
- *       hk_huge_free                      granules dirty in their region
+ *       hk_huge_free                      units dirty in their region
  *       hk_fatal                          a double free, an invalid or interior pointer
  *
  * Fast-path size on x86-64 (gcc 12 -O2), in instructions, hit case:
@@ -246,7 +246,10 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define HK_SS_SIZE ((size_t)1 << HK_SS_SHIFT)
 #define HK_SS_UNITS (HK_SS_SIZE / HK_UNIT_SIZE) /* 64 units; unit 0 holds the header */
 #define HK_SS_CHUNK 8                           /* most SuperSlabs mapped by one mmap */
-#define HK_REGION_SIZE ((size_t)128 << 20)      /* huge blocks share regions this big */
+#define HK_REGION_SIZE ((size_t)128 << 20)      /* huge blocks share regions this big, */
+#define HK_REGION_UNITS (HK_REGION_SIZE / HK_UNIT_SIZE)  /* cut into units */
+#define HK_REGION_WORDS (HK_REGION_UNITS / 64)
+#define HK_REGION_HEADER_UNITS 32               /* the header's 2 MiB */
 /* Units never given to slabs: the header; in the hardened build also the
  * last unit, mapped inaccessible, so that an overrun off the end of one
  * SuperSlab faults before it reaches the next. */
@@ -285,15 +288,15 @@ static inline size_t hk_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a 
     if ((node)->next) (node)->next->prev = (node)->prev;    \
     (node)->next = (node)->prev = NULL;                     \
   } while (0)
-/* Unit bitmaps (SuperSlabs, huge regions): the run of n bits all set in
- * `free`, starting at a bit set in `starts`, with the fewest bits outside
- * `warm` (free memory still resident: reusing it costs no page fault), or -1.
- * *cold gets that number.  Ties go to the lowest start for single bits and
- * to the highest for longer runs, so that long-lived small runs do not cut
- * up the space long ones need.  SuperSlabs place slabs with this one: the
- * best fit below, tried for them too, spread a thread's slabs over more
- * SuperSlabs and cost more speed than the memory it saved was worth (README,
- * How it works: SuperSlabs). */
+/* A SuperSlab's unit bitmap: the run of n bits all set in `free`, starting
+ * at a bit set in `starts`, with the fewest bits outside `warm` (free memory
+ * still resident: reusing it costs no page fault), or -1.  *cold gets that
+ * number.  Ties go to the lowest start for single bits and to the highest
+ * for longer runs, so that long-lived small runs do not cut up the space
+ * long ones need.  The best fit of huge regions (hk_region_fit), tried for
+ * SuperSlabs too, spread a thread's slabs over more SuperSlabs and cost more
+ * speed than the memory it saved was worth (README, How it works:
+ * SuperSlabs). */
 static inline uint64_t hk_bits(unsigned at, unsigned n) { return (n >= 64 ? ~0ull : (1ull << n) - 1) << at; }
 static inline int hk_find_run(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned *cold) {
   starts &= free;  /* bit i of `starts` ends up set when bits i .. i+n-1 are all free */
@@ -312,42 +315,6 @@ static inline int hk_find_run(uint64_t free, uint64_t warm, unsigned n, uint64_t
     if (c < *cold) *cold = c, best = s;
   }
   return best;
-}
-
-/* The best fit, for huge blocks in regions: the fewest units outside `warm`;
- * then the shortest stretch of free units, so that short runs fill holes and
- * leave long stretches to long runs; then, within the stretch, the nearest
- * to one of its ends (the lowest on a tie), so as not to cut it in two.
- * Placements with more than `limit` cold units are not wanted (-1).  *cold
- * and *slack (the stretch's free units left over) get its figures. */
-static inline int hk_find_run_best(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned limit,
-                                   unsigned *cold, unsigned *slack) {
-  /* bit i of `fit` (`hot`) set: units i .. i+n-1 all free (all free and warm) */
-  uint64_t fit = starts & free, hot = fit & warm;
-  for (unsigned i = 1; i < n && fit; i++) fit &= free >> i, hot &= (free & warm) >> i;
-  if (hot) fit = hot;          /* a warm placement beats any other */
-  else if (!fit || !limit) return -1;
-  int best = -1;
-  unsigned edge = 64;
-  *cold = n + 1;
-  *slack = 64;
-  while (fit) {  /* a stretch of free units at a time */
-    unsigned at = (unsigned)__builtin_ctzll(fit);
-    uint64_t below = ~free & hk_bits(0, at), rest = ~(free >> at);
-    unsigned lo = below ? 64 - (unsigned)__builtin_clzll(below) : 0;
-    unsigned hi = rest ? at + (unsigned)__builtin_ctzll(rest) : 64, last = hi - n;
-    uint64_t here = fit & hk_bits(lo, last - lo + 1);
-    fit &= ~here;
-    if (hot && hi - lo - n > *slack) continue;
-    for (; here; here &= here - 1) {
-      unsigned i = (unsigned)__builtin_ctzll(here);
-      unsigned c = hot ? 0 : (unsigned)__builtin_popcountll(hk_bits(i, n) & ~warm), e = hk_min(i - lo, last - i);
-      if (c < *cold || (c == *cold && (hi - lo - n < *slack || (hi - lo - n == *slack && e < edge))))
-        best = (int)i, *cold = c, *slack = hi - lo - n, edge = e;
-    }
-    if (!*cold && !*slack && !edge) break;
-  }
-  return *cold <= limit ? best : -1;
 }
 
 static inline bool hk_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
@@ -455,14 +422,17 @@ HK_HIDDEN void hk_tcache_fork_unlock(bool child);
 
 /* ---- huge blocks (huge.c): one mapping each -------------------------------- */
 HK_HIDDEN void *hk_huge_alloc(size_t size, size_t alignment, bool zero);
+/* Where n units go in a region (huge.c): -1 if nowhere with at most `limit` cold units. */
+HK_HIDDEN int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned n, unsigned step, unsigned limit,
+                            unsigned *cold, unsigned *slack);
 HK_HIDDEN void hk_huge_free(void *p);
 HK_HIDDEN void *hk_huge_realloc(void *p, size_t size);
 HK_HIDDEN size_t hk_huge_usable_size(const void *p);  /* 0 if p is not a huge block */
 HK_HIDDEN size_t hk_huge_block_of(const void *p, bool *live);
 HK_HIDDEN void hk_huge_counts(size_t *blocks, size_t *bytes);  /* in use, as the program sees them */
-HK_HIDDEN size_t hk_huge_used_bytes(void);                      /* of the granules in use */
+HK_HIDDEN size_t hk_huge_used_bytes(void);                      /* of the units in use */
 HK_HIDDEN size_t hk_huge_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
-HK_HIDDEN size_t hk_huge_resident(void);  /* bytes of free granules and cached jumbo regions still resident */
+HK_HIDDEN size_t hk_huge_resident(void);  /* bytes of free units and cached jumbo regions still resident */
 HK_HIDDEN void hk_huge_fork_lock(void);
 HK_HIDDEN void hk_huge_fork_unlock(bool child);
 

@@ -5,7 +5,7 @@
  * those of glibc's own, unused, heap.
  *
  * struct mallinfo2's fields, as hakmem fills them:
- *   arena     bytes of SuperSlab units and huge granules committed (committed_bytes)
+ *   arena     bytes of SuperSlab units and huge regions' units committed (committed_bytes)
  *   ordblks   free blocks in the central caches (parked or in slabs)
  *   smblks    0 (no fastbins)
  *   hblks     huge blocks in use

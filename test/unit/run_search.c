@@ -1,84 +1,143 @@
 /* SPDX-License-Identifier: MIT */
-/* Run search (src/internal.h).  hk_find_run_best places huge blocks in
- * regions: the fewest cold units first, then the shortest stretch of free
- * units, then the nearest to a stretch's end, then the lowest start.
- * hk_find_run places slabs in SuperSlabs: the fewest cold units, the lowest
- * start for one unit and the highest for more.  Both only at allowed starts,
- * -1 when nothing fits. */
+/* Run search.  hk_region_fit (src/huge.c) places huge blocks in regions of
+ * HK_REGION_UNITS units: the fewest cold units first, then the shortest
+ * stretch of free units, then the nearest to a stretch's end.  hk_find_run
+ * (src/internal.h) places slabs in SuperSlabs: the fewest cold units, the
+ * lowest start for one unit and the highest for more.  Both only at allowed
+ * starts, -1 when nothing fits. */
 #include "unit.h"
 
 static uint64_t bits(unsigned at, unsigned n) { return hk_bits(at, n); }
-
-/* The same choice made by brute force, one start at a time. */
-static int reference(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned limit, unsigned *cold,
-                     unsigned *slack) {
-  int best = -1;
-  unsigned best_edge = 0;
-  for (unsigned i = 0; i + n <= 64; i++) {
-    if (!(starts >> i & 1) || (free & bits(i, n)) != bits(i, n)) continue;
-    unsigned lo = i, hi = i + n;
-    while (lo > 0 && (free >> (lo - 1) & 1)) lo--;
-    while (hi < 64 && (free >> hi & 1)) hi++;
-    unsigned c = (unsigned)__builtin_popcountll(bits(i, n) & ~warm), s = hi - lo - n;
-    unsigned e = hk_min(i - lo, hi - n - i);
-    if (best < 0 || c < *cold || (c == *cold && (s < *slack || (s == *slack && e < best_edge))))
-      best = (int)i, *cold = c, *slack = s, best_edge = e;
-  }
-  return best >= 0 && *cold <= limit ? best : -1;
-}
 
 static uint64_t xorshift(uint64_t *x) {
   *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
   return *x;
 }
 
-static int find(uint64_t free, uint64_t warm, unsigned n, uint64_t starts) {
-  unsigned cold, slack;
-  return hk_find_run_best(free, warm, n, starts, n, &cold, &slack);
+/* ---- regions: hk_region_fit ------------------------------------------------- */
+
+typedef uint64_t region_bits_t[HK_REGION_WORDS];
+
+static void set_units(uint64_t *w, unsigned at, unsigned n) {
+  for (unsigned i = at; i < at + n; i++) w[i / 64] |= 1ull << (i % 64);
+}
+static void clear_units(uint64_t *w, unsigned at, unsigned n) {
+  for (unsigned i = at; i < at + n; i++) w[i / 64] &= ~(1ull << (i % 64));
+}
+static bool unit(const uint64_t *w, unsigned i) { return w[i / 64] >> (i % 64) & 1; }
+
+/* The fewest cold units and then the least slack, by brute force over every
+ * allowed start; -1 if nothing fits within `limit`. */
+static int reference(const uint64_t *used, const uint64_t *warm, unsigned n, unsigned step, unsigned limit,
+                     unsigned *cold, unsigned *slack) {
+  int best = -1;
+  for (unsigned p = 0; p + n <= HK_REGION_UNITS; p += step) {
+    unsigned c = 0, lo = p, hi = p + n;
+    bool fits = true;
+    for (unsigned i = p; i < p + n && fits; i++) fits = !unit(used, i), c += !unit(warm, i);
+    if (!fits || c > limit) continue;
+    while (lo > 0 && !unit(used, lo - 1)) lo--;
+    while (hi < HK_REGION_UNITS && !unit(used, hi)) hi++;
+    if (best < 0 || c < *cold || (c == *cold && hi - lo - n < *slack)) best = (int)p, *cold = c, *slack = hi - lo - n;
+  }
+  return best;
 }
 
-UNIT_TEST(nothing_fits) {
-  CHECK_EQ(find(0, 0, 1, ~0ull), -1);
-  CHECK_EQ(find(bits(3, 4) | bits(10, 4), ~0ull, 5, ~0ull), -1);     /* two stretches of 4 */
-  CHECK_EQ(find(bits(0, 8), ~0ull, 4, 1ull << 5), -1);               /* the only start allowed is too late */
-  CHECK_EQ(find(~0ull, 0, 64, ~0ull), 0);                            /* all of it */
-  CHECK_EQ(find(~0ull & ~1ull, 0, 64, ~0ull), -1);
+static int fit(const uint64_t *used, const uint64_t *warm, unsigned n) {
+  unsigned cold, slack;
+  return hk_region_fit(used, warm, n, 1, n, &cold, &slack);
 }
 
-UNIT_TEST(resident_units_before_fresh_ones) {
+UNIT_TEST(region_nothing_fits) {
+  region_bits_t used = {0}, warm = {0};
+  set_units(used, 0, HK_REGION_UNITS);
+  CHECK_EQ(fit(used, warm, 1), -1);
+  clear_units(used, HK_REGION_HEADER_UNITS, HK_REGION_UNITS - HK_REGION_HEADER_UNITS);
+  CHECK_EQ(fit(used, warm, HK_REGION_UNITS - HK_REGION_HEADER_UNITS), HK_REGION_HEADER_UNITS);  /* all of it */
+  CHECK_EQ(fit(used, warm, HK_REGION_UNITS - HK_REGION_HEADER_UNITS + 1), -1);
+}
+
+UNIT_TEST(region_resident_units_first) {
+  region_bits_t used = {0}, warm = {0};
   unsigned cold, slack;
-  /* a one-unit hole that is cold, a long stretch that is warm */
-  CHECK_EQ(hk_find_run_best(bits(5, 1) | bits(20, 10), bits(20, 10), 1, ~0ull, 1, &cold, &slack), 20);
+  set_units(used, 0, 100);
+  set_units(used, 101, 899);    /* a cold one-unit hole at 100 */
+  set_units(used, 1010, 1038);  /* a stretch [1000, 1010) */
+  set_units(warm, 1000, 10);
+  CHECK_EQ(hk_region_fit(used, warm, 1, 1, 1, &cold, &slack), 1000);  /* warm beats the tighter hole */
   CHECK_EQ(cold, 0);
   CHECK_EQ(slack, 9);
-  /* within a stretch: the window with the fewest cold units, wherever it is */
-  CHECK_EQ(hk_find_run_best(bits(10, 20), bits(17, 3), 3, ~0ull, 3, &cold, &slack), 17);
+  set_units(used, 100, 1);
+  clear_units(used, 1500, 300);  /* a long stretch with a warm run inside */
+  clear_units(warm, 1000, 10);
+  set_units(warm, 1600, 3);
+  CHECK_EQ(hk_region_fit(used, warm, 3, 1, 3, &cold, &slack), 1600);  /* the warm run, wherever it is */
   CHECK_EQ(cold, 0);
-  CHECK_EQ(hk_find_run_best(bits(10, 20), bits(17, 3), 5, ~0ull, 5, &cold, &slack), 15);  /* the nearer end on a tie */
+  CHECK_EQ(hk_region_fit(used, warm, 3, 1, 0, &cold, &slack), 1600);
+  CHECK_EQ(hk_region_fit(used, warm, 5, 1, 5, &cold, &slack), 1598);  /* over it, nearer the stretch's start */
   CHECK_EQ(cold, 2);
+  clear_units(warm, 1600, 3);
+  CHECK_EQ(hk_region_fit(used, warm, 5, 1, 5, &cold, &slack), 1000);  /* all cold: the shorter stretch */
+  CHECK_EQ(cold, 5);
+  CHECK_EQ(hk_region_fit(used, warm, 3, 1, 2, &cold, &slack), -1);    /* every place cold: over the limit */
 }
 
-UNIT_TEST(short_runs_fill_holes) {
-  uint64_t free = bits(2, 1) | bits(8, 6) | bits(30, 3) | bits(40, 20);
-  CHECK_EQ(find(free, ~0ull, 1, ~0ull), 2);   /* the one-unit hole */
-  CHECK_EQ(find(free, ~0ull, 2, ~0ull), 30);  /* the three-unit stretch, not the six */
-  CHECK_EQ(find(free, ~0ull, 3, ~0ull), 30);
-  CHECK_EQ(find(free, ~0ull, 6, ~0ull), 8);   /* an exact fit */
-  CHECK_EQ(find(free, ~0ull, 7, ~0ull), 40);  /* only the long one: at its start */
+UNIT_TEST(region_short_runs_fill_holes) {
+  region_bits_t used, warm;
+  memset(used, 0xff, sizeof used);
+  clear_units(used, 194, 1);
+  clear_units(used, 328, 6);
+  clear_units(used, 606, 3);
+  clear_units(used, 1280, 128);
+  for (unsigned k = 0; k < HK_REGION_WORDS; k++) warm[k] = ~used[k];
+  CHECK_EQ(fit(used, warm, 1), 194);   /* the one-unit hole */
+  CHECK_EQ(fit(used, warm, 2), 606);   /* the three-unit stretch, not the six */
+  CHECK_EQ(fit(used, warm, 6), 328);   /* an exact fit */
+  CHECK_EQ(fit(used, warm, 7), 1280);  /* only the long one: at its start */
 }
 
-UNIT_TEST(a_stretch_is_cut_at_its_end) {
-  CHECK_EQ(find(bits(10, 30), ~0ull, 4, ~0ull), 10);
-  CHECK_EQ(find(bits(10, 30), bits(30, 10), 4, ~0ull), 36);       /* warm only at its top */
-  CHECK_EQ(find(bits(10, 30), ~0ull, 4, bits(11, 29)), 36);       /* its first start not allowed */
+UNIT_TEST(region_aligned_starts) {
+  region_bits_t used = {0}, warm = {0};
+  unsigned cold, slack;
+  set_units(used, 0, 40);
+  CHECK_EQ(hk_region_fit(used, warm, 4, 32, 4, &cold, &slack), 64);
+  CHECK_EQ(hk_region_fit(used, warm, 4, 1, 4, &cold, &slack), 40);
+  set_units(used, 64, HK_REGION_UNITS - 64 - 20);
+  CHECK_EQ(hk_region_fit(used, warm, 20, 32, 20, &cold, &slack), -1);  /* 40 .. 63 and the last 20: none 32-aligned */
+  CHECK_EQ(hk_region_fit(used, warm, 20, 4, 20, &cold, &slack), 2028);  /* the exact fit */
 }
 
-UNIT_TEST(only_allowed_starts) {
-  uint64_t even = 0x5555555555555555ull;
-  CHECK_EQ(find(bits(3, 4), ~0ull, 2, even), 4);
-  CHECK_EQ(find(bits(3, 3), ~0ull, 2, even), 4);
-  CHECK_EQ(find(bits(3, 2), ~0ull, 2, even), -1);
+/* Random regions of every density and run length, resident memory in runs:
+ * the same fewest cold units and least slack as the brute-force choice, at
+ * an allowed start where the run fits. */
+UNIT_TEST(region_agrees_with_brute_force) {
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int t = 0; t < 3000; t++) {
+    region_bits_t used, warm;
+    for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
+      uint64_t r[3] = {xorshift(&x), xorshift(&x), xorshift(&x)};
+      /* mostly long stretches: most words all free or all in use */
+      uint64_t free = t % 3 == 0 ? r[0] | r[1] : (r[0] & 7) < 3 ? ~0ull : (r[0] & 7) < 6 ? 0 : r[1] | r[2];
+      uint64_t resident = t % 2 ? r[2] : (r[1] & 3) ? ~0ull >> (r[2] & 63) : 0;
+      used[k] = ~free | (k == 0 ? bits(0, HK_REGION_HEADER_UNITS) : 0);
+      warm[k] = resident & ~used[k];
+    }
+    uint64_t r = xorshift(&x);
+    unsigned n = 1 + (unsigned)(r % (t % 4 == 0 ? 300 : 12)), step = t % 9 == 0 ? 1u << (r >> 60) % 6 : 1;
+    unsigned limit = t % 3 ? n : (unsigned)(r >> 40) % 4, c1 = 0, s1 = 0, c2 = 0, s2 = 0;
+    int a = hk_region_fit(used, warm, n, step, limit, &c1, &s1), b = reference(used, warm, n, step, limit, &c2, &s2);
+    CHECK_MSG((a < 0) == (b < 0), "test %d n %u step %u limit %u: %d, brute force %d", t, n, step, limit, a, b);
+    if (a < 0) continue;
+    CHECK_MSG(c1 == c2 && s1 == s2, "test %d n %u step %u: cold %u slack %u, brute force %u %u", t, n, step, c1, s1,
+              c2, s2);
+    CHECK_EQ(a % (int)step, 0);
+    unsigned c = 0;
+    for (unsigned i = (unsigned)a; i < (unsigned)a + n; i++) CHECK(!unit(used, i)), c += !unit(warm, i);
+    CHECK_EQ(c, c1);
+  }
 }
+
+/* ---- SuperSlabs: hk_find_run ------------------------------------------------ */
 
 /* The SuperSlabs' search by brute force. */
 static int reference_first(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned *cold) {
@@ -108,26 +167,5 @@ UNIT_TEST(slabs_fewest_cold_then_lowest_or_highest) {
     CHECK_MSG(a == b, "free %016llx warm %016llx n %u: %d, brute force %d", (unsigned long long)free,
               (unsigned long long)r[2], n, a, b);
     if (a >= 0) CHECK_EQ(c1, c2);
-  }
-}
-
-/* Random bitmaps of every density, every run length and limit: the same
- * start, cold count and slack as the brute-force choice. */
-UNIT_TEST(agrees_with_brute_force) {
-  uint64_t x = 0x9e3779b97f4a7c15ull;
-  for (int t = 0; t < 200000; t++) {
-    uint64_t r[4] = {xorshift(&x), xorshift(&x), xorshift(&x), xorshift(&x)};
-    uint64_t free = t % 3 == 0 ? r[0] | r[1] : t % 3 == 1 ? r[0] : r[0] & r[1];
-    uint64_t warm = t % 2 ? r[2] : r[2] | r[3];
-    uint64_t starts = t % 5 == 0 ? 0x5555555555555555ull : t % 7 == 0 ? r[3] : ~0ull;
-    unsigned n = 1 + (unsigned)(r[3] >> 58) % (t % 4 == 0 ? 64 : 8), limit = t % 3 ? n : (unsigned)(r[1] >> 60) % 3;
-    unsigned c1 = 0, s1 = 0, c2 = 0, s2 = 0;
-    int a = hk_find_run_best(free, warm, n, starts, limit, &c1, &s1), b = reference(free, warm, n, starts, limit, &c2, &s2);
-    CHECK_MSG(a == b, "free %016llx warm %016llx starts %016llx n %u limit %u: %d, brute force %d",
-              (unsigned long long)free, (unsigned long long)warm, (unsigned long long)starts, n, limit, a, b);
-    if (a >= 0) {
-      CHECK_EQ(c1, c2);
-      CHECK_EQ(s1, s2);
-    }
   }
 }
