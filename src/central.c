@@ -147,7 +147,7 @@ static bool transfer_pop(hk_transfer_t *t, hk_batch_t *b) {
 unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker) {
   *parker = NULL;
   if (hk_class_is_large(cls)) {
-    *chain = hk_large_take(cls);
+    *chain = hk_class_in_regions(cls) ? hk_huge_take_class(cls) : hk_large_take(cls);
     if (!*chain) return 0;
     atomic_fetch_add_explicit(&large_counts[cls].slabs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&large_counts[cls].slabs_made, 1, memory_order_relaxed);
@@ -231,7 +231,8 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
 
 bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner) {
   if (hk_class_is_large(cls)) {
-    hk_large_release(cls, chain);
+    if (hk_class_in_regions(cls)) hk_huge_release_class(cls, chain);
+    else hk_large_release(cls, chain);
     atomic_fetch_sub_explicit(&large_counts[cls].slabs, count, memory_order_relaxed);
     return false;
   }

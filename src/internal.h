@@ -15,7 +15,8 @@
  *           hk_slab_new -> take_units     a run of units in the arena (superslab.c)
  *             superslab_map -> hk_os_space_take  a slot of the space reserved at start-up,
  *               or spares_map -> hk_os_map_aligned  else a few SuperSlabs mapped at once
- *           hk_large_take                 large classes: a one-block slab, no central cache
+ *           hk_large_take                 large classes: a one-block slab, no central cache,
+ *           hk_huge_take_class              or above 256 KiB a run of units in a huge region
  *         hk_purge_poll                   a tick due? (purge.c) -> hk_central_purge,
  *                                         hk_superslab_purge, hk_huge_purge -> hk_os_decommit
  *
@@ -26,6 +27,7 @@
  *                                         mallocs) on this CPU, or return blocks to slabs
  *         hk_slab_release                 an empty slab: its units dirty in the SuperSlab
  *         hk_large_release                large blocks: their units back at once
+ *         hk_huge_release_class           (above 256 KiB: to their huge region)
  *       hk_purge_poll
  *     hk_free_slow                        anything else: NULL, huge, or an error
  *       hk_huge_free                      units dirty in their region
@@ -336,6 +338,9 @@ static inline unsigned hk_size_to_class(size_t n) {
  * a thread cache bounded by bytes rather than by count. */
 #define HK_FIRST_LARGE_CLASS hk_size_to_class(HK_LARGE_MIN + 1)
 static inline bool hk_class_is_large(unsigned cls) { return cls >= HK_FIRST_LARGE_CLASS; }
+/* Large classes above this have their blocks in the huge regions (huge.c). */
+#define HK_REGION_CLASS_MIN ((size_t)256 * 1024)
+static inline bool hk_class_in_regions(unsigned cls) { return hk_classes[cls].size > HK_REGION_CLASS_MIN; }
 
 /* ---- slabs and SuperSlabs (superslab.c) ------------------------------------ */
 typedef struct hk_slab {
@@ -422,6 +427,8 @@ HK_HIDDEN void hk_tcache_fork_unlock(bool child);
 
 /* ---- huge blocks (huge.c): one mapping each -------------------------------- */
 HK_HIDDEN void *hk_huge_alloc(size_t size, size_t alignment, bool zero);
+HK_HIDDEN void *hk_huge_take_class(unsigned cls);  /* a block of a large class above HK_REGION_CLASS_MIN */
+HK_HIDDEN void hk_huge_release_class(unsigned cls, void *chain);
 /* Where n units go in a region (huge.c): -1 if nowhere with at most `limit` cold units. */
 HK_HIDDEN int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned n, unsigned step, unsigned limit,
                             unsigned *cold, unsigned *slack);

@@ -441,7 +441,9 @@ static void **exhaust(size_t n, void **chain, size_t *count) {
 }
 
 static void oom_child(void *arg) {
-  static const size_t sizes[] = {64, 4000, 100000, 8 << 20, 48};
+  /* every kind of block: small, large, huge, a large one that fits where
+   * huge ones leave room (calloc below asks for one), and small again */
+  static const size_t sizes[] = {64, 4000, 100000, 8 << 20, 1000000, 48};
   struct rlimit lim;
   void **chain = NULL;
   size_t i, count[sizeof sizes / sizeof sizes[0]] = {0};
@@ -450,8 +452,8 @@ static void oom_child(void *arg) {
   lim.rlim_cur = proc_status_kib("VmSize") * 1024 + 128 * MiB;
   CHECK(setrlimit(RLIMIT_AS, &lim) == 0);
   for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) chain = exhaust(sizes[i], chain, &count[i]);
-  printf("  blocks before ENOMEM: %zu x 64 B, %zu x 4000 B, %zu x 100000 B, %zu x 8 MiB, %zu x 48 B\n",
-         count[0], count[1], count[2], count[3], count[4]);
+  printf("  blocks before ENOMEM: %zu x 64 B, %zu x 4000 B, %zu x 100000 B, %zu x 8 MiB, %zu x 1000000 B, %zu x 48 B\n",
+         count[0], count[1], count[2], count[3], count[4], count[5]);
   CHECK_MSG(count[0] > 1000, "only %zu blocks of 64 bytes before running out", count[0]);
   errno = 0;
   CHECK(calloc(1000, 1000) == NULL);
