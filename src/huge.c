@@ -343,11 +343,6 @@ static void *shared_alloc(unsigned n, size_t alignment, bool zero, size_t size) 
   return place(r, (unsigned)u, n, zero, size);
 }
 
-/* Blocks of the large classes above HK_REGION_CLASS_MIN: runs of units in
- * the regions, placed as huge blocks are, where long runs fit much better
- * than among the small slabs of 4 MiB SuperSlabs; but marked in the class map
- * with their class, so that thread caches keep them as they keep other large
- * blocks: only a cache's misses and overflows come here. */
 /* The lowest run of n free resident units in region r, or -1: what a block
  * of a large class takes when there is one, found a word at a time (runs
  * within a word by halving, runs across words by carrying their length),
@@ -375,6 +370,11 @@ static int first_warm_run(const hk_region_t *r, unsigned n) {
   return -1;
 }
 
+/* Blocks of the large classes above HK_REGION_CLASS_MIN: runs of units in
+ * the regions, placed as huge blocks are, where long runs fit much better
+ * than among the small slabs of 4 MiB SuperSlabs; but marked in the class map
+ * with their class, so that thread caches keep them as they keep other large
+ * blocks: only a cache's misses and overflows come here. */
 void *hk_huge_take_class(unsigned cls) {
   unsigned n = (unsigned)units(hk_classes[cls].size);
   void *p = NULL;

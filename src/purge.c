@@ -18,10 +18,10 @@
  * while nothing waits; a failure to create it only means the ticks stay on
  * the slow paths.  In lean mode, free resident memory above a cap is given
  * back at once.  The cap starts at HAKMEM_SS_MEM_LEAN_TARGET_MB and learns:
- * when, by the next trim (within a few purge delays), the program has taken
- * fresh memory for half or more of what a trim gave back, that was memory in
- * use, not memory left over, and giving it back only bought page faults: the
- * cap doubles (up to HK_LEAN_CAP_GROWTH times the target).  After
+ * when, within four purge delays of a trim, the program has taken fresh
+ * memory for half or more of what the trim gave back, that was memory in
+ * use, not memory left over, and giving it back only bought page faults: at
+ * the next trim the cap doubles (up to HK_LEAN_CAP_GROWTH times the target).  After
  * HK_LEAN_QUIET_TICKS ticks without a trim it halves back towards the
  * target. */
 #define _GNU_SOURCE
