@@ -6,10 +6,18 @@
  * being walked.  The slots are per CPU so that a batch goes to a thread on
  * the CPU that freed it, its blocks still in that CPU's cache (a producer and
  * its consumer on one core), and so that threads on different CPUs do not
- * share a lock.  Only when the slots are full (or empty, on every CPU) are
- * blocks returned to (or carved from) their slabs.  Large classes (one block
- * per slab) have nothing to share: their slabs come from and go back to the
- * SuperSlabs directly, without the class lock. */
+ * share a lock.  A refill takes another CPU's batch when its own CPU has
+ * none, except that a thread that only allocates blocks of 1 KiB or less
+ * (a producer) leaves a CPU whose own threads take what it parks, and
+ * carves blocks of its own: two producer/consumer pairs, one per core, that
+ * took each other's batches in the moments a pair ran short ended up with
+ * the blocks of both cores in the same pages, and ran at half the speed for
+ * the rest of the run (README, Central cache).  Threads that also free the
+ * class take any batch: refusing them made each CPU carve blocks of its own
+ * for every short moment, megabytes more.  Only when the slots are full (or
+ * empty, on every CPU) are blocks returned to (or carved from) their slabs.
+ * Large classes (one block per slab) have nothing to share: their slabs come
+ * from and go back to the SuperSlabs directly, without the class lock. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <string.h>
@@ -25,6 +33,7 @@ typedef struct hk_transfer {
   pthread_mutex_t lock;
   unsigned n;              /* written under the lock, read without it as a hint (set_count) */
   bool active;             /* taken from or given to since the last purge tick */
+  int8_t balance;          /* batches parked here against those threads on this CPU took */
   size_t parked;           /* blocks in the slots */
   hk_batch_t slot[HK_TRANSFER_SLOTS];
 } __attribute__((aligned(HK_CACHELINE))) hk_transfer_t;
@@ -128,11 +137,24 @@ unsigned hk_chain_length(const void *chain, unsigned limit) {
 
 static void set_count(hk_transfer_t *t, unsigned n) { __atomic_store_n(&t->n, n, __ATOMIC_RELAXED); }
 
-/* Pops the newest batch parked in t, if any. */
-static bool transfer_pop(hk_transfer_t *t, hk_batch_t *b) {
+/* A set of slots' balance: up by HK_BALANCE_PARK for each batch parked, down
+ * by HK_BALANCE_TAKE for each one a thread on its CPU takes, within
+ * ±HK_BALANCE_LIMIT.  It stays above 0 while the CPU parks more than half
+ * again as many batches as its threads take: those are spare. */
+#define HK_BALANCE_PARK 2
+#define HK_BALANCE_TAKE 3
+#define HK_BALANCE_LIMIT 8
+#define HK_PRODUCER_MAX 1024  /* block sizes whose producers keep to their CPU */
+
+/* Pops the newest batch parked in t, if any.  From another CPU's slots
+ * (`local` false), a producer of small blocks takes only spare batches: the
+ * CPU's balance is above 0, or more than half its slots are full. */
+static bool transfer_pop(hk_transfer_t *t, unsigned cls, hk_batch_t *b, bool local, bool producer) {
   if (__atomic_load_n(&t->n, __ATOMIC_RELAXED) == 0) return false;  /* a hint: checked again under the lock */
+  bool apart = !local && producer && hk_classes[cls].size <= HK_PRODUCER_MAX;
   pthread_mutex_lock(&t->lock);
-  bool got = t->n != 0;
+  bool got = t->n != 0 && (!apart || t->balance > 0 || t->n > HK_TRANSFER_SLOTS / 2);
+  if (got && local) t->balance = (int8_t)hk_max(t->balance - HK_BALANCE_TAKE, -HK_BALANCE_LIMIT);
   if (got) {
     *b = t->slot[t->n - 1];
     set_count(t, t->n - 1);
@@ -144,7 +166,7 @@ static bool transfer_pop(hk_transfer_t *t, hk_batch_t *b) {
   return got;
 }
 
-unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker) {
+unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker, bool producer) {
   *parker = NULL;
   if (hk_class_is_large(cls)) {
     *chain = hk_class_in_regions(cls) ? hk_huge_take_class(cls) : hk_large_take(cls);
@@ -157,7 +179,7 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
   unsigned mine = my_slots();
   for (unsigned i = 0; i < ncpu_slots; i++) {
     hk_batch_t b;
-    if (transfer_pop(&transfer[(mine + i) % ncpu_slots][cls], &b)) {
+    if (transfer_pop(&transfer[(mine + i) % ncpu_slots][cls], cls, &b, i == 0, producer)) {
       *chain = b.head;
       *parker = b.owner;
       return b.count;
@@ -244,6 +266,7 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
   bool parked = t->n < (hk_opt.mem_lean ? HK_TRANSFER_SLOTS_LEAN : HK_TRANSFER_SLOTS);
   if (parked) {
     t->slot[t->n] = (hk_batch_t){chain, count, owner};
+    t->balance = (int8_t)hk_min(t->balance + HK_BALANCE_PARK, HK_BALANCE_LIMIT);
     set_count(t, t->n + 1);
     t->parked += count;
   }

@@ -10,8 +10,9 @@
  *         region_map -> hk_os_space_take or hk_os_map_aligned, hk_os_advise_huge  (os.c)
  *       hk_malloc_class -> tcache_refill  the list is empty
  *         hk_thread_init                  first call of the thread: capacities, prewarm
- *         hk_central_take                 a batch parked on this CPU, or on another, or
- *                                         blocks from slabs (central.c)
+ *         hk_central_take                 a batch parked on this CPU, or on another (only
+ *                                         a spare one for a producer), or blocks from
+ *                                         slabs (central.c)
  *           hk_slab_new -> take_units     a run of units in the arena (superslab.c)
  *             superslab_map -> hk_os_space_take  a slot of the space reserved at start-up,
  *               or spares_map -> hk_os_map_aligned  else a few SuperSlabs mapped at once
@@ -397,9 +398,11 @@ HK_HIDDEN uintptr_t hk_class_map_lookup(const void *p);  /* any pointer; 0 if no
 
 /* ---- central cache (central.c): per class, behind one lock ------------------ */
 /* Takes up to `want` blocks (a parked batch may be more) onto *chain;
- * *parker is the thread cache that parked them, NULL if they come from slabs. */
+ * *parker is the thread cache that parked them, NULL if they come from slabs.
+ * `producer`: the caller has never given blocks of the class back (it only
+ * allocates them), which keeps it from other CPUs' batches (central.c). */
 HK_HIDDEN void hk_central_init(unsigned cpus);  /* sets of transfer slots: one per CPU */
-HK_HIDDEN unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker);
+HK_HIDDEN unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker, bool producer);
 /* Gives back a chain of `count` blocks; `owner` is the giving thread cache. */
 HK_HIDDEN bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner);
 typedef struct hk_class_counts {  /* a class's figures in the central cache */

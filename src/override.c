@@ -15,7 +15,10 @@ HK_EXPORT const char *hak_version_string(void) {
       HAKMEM_VERSION_PATCH) " (" HAK_VARIANT_NAME ")";
 }
 
-HK_EXPORT void *hak_malloc(size_t size) { return hk_malloc_fast(size); }
+/* malloc's fast path starts a cache line and free's follows it, wherever
+ * code added elsewhere in the library puts them: 32 bytes off a line, the
+ * same instructions ran 8-12 % slower (tiny_hot 8 100 500000, 11 runs). */
+HK_EXPORT __attribute__((aligned(HK_CACHELINE))) void *hak_malloc(size_t size) { return hk_malloc_fast(size); }
 HK_EXPORT void hak_free(void *p) { hk_free_fast(p); }
 HK_EXPORT void *hak_calloc(size_t count, size_t size) { return hk_calloc(count, size); }
 HK_EXPORT void *hak_realloc(void *p, size_t size) { return hk_realloc(p, size); }

@@ -34,7 +34,7 @@ static bool give(hk_tcache_t *tc, unsigned cls, void *chain, unsigned count) {
 /* Takes up to `want` blocks from the central cache onto *chain. */
 static unsigned take(hk_tcache_t *tc, unsigned cls, unsigned want, void **chain) {
   const void *parker;
-  unsigned n = hk_central_take(cls, want, chain, &parker);
+  unsigned n = hk_central_take(cls, want, chain, &parker, tc->front[cls].overflows == 0);
   hk_front_t *f = &tc->front[cls];
   f->moved += n;
   f->parked_hits += parker != NULL;
