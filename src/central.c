@@ -29,6 +29,13 @@ typedef struct hk_batch {
   const void *owner;       /* the thread cache that parked it */
 } hk_batch_t;
 
+/* A CPU's slots of one class.  HK_TRANSFER_SLOTS batches: a consumer of
+ * 1 KiB blocks parks lists of at most 65; with 8 slots, two producer/consumer
+ * pairs sharing a core each sent half of every 1024 blocks back to their
+ * slabs, through the class lock the other core wanted too (`prodcons 2000000
+ * 1024 1 1024 1024 2`: 13 M ops/s with 8, 46 M with 16; 2 KiB blocks 27 and
+ * 69 M), while thread_churn's peak stayed within its noise (70.5 and 71.1
+ * MiB, 10 runs). */
 typedef struct hk_transfer {
   pthread_mutex_t lock;
   unsigned n;              /* written under the lock, read without it as a hint (set_count) */

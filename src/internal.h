@@ -257,7 +257,7 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
  * last unit, mapped inaccessible, so that an overrun off the end of one
  * SuperSlab faults before it reaches the next. */
 #define HK_SS_RESERVED (HAK_HARDENED ? 1ull | 1ull << 63 : 1ull)
-#define HK_TRANSFER_SLOTS 8                     /* batches parked per class and CPU */
+#define HK_TRANSFER_SLOTS 16                    /* batches parked per class and CPU (see central.c) */
 #define HK_TRANSFER_SLOTS_LEAN 2                /* ... in lean mode */
 #define HK_CPU_SETS 64                          /* sets of transfer slots: one per CPU, up to this */
 #define HK_LARGE_MIN ((size_t)32 * 1024)        /* classes above: one block per slab */
