@@ -264,8 +264,8 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define HK_LARGE_CACHE ((size_t)8 << 20)        /* bytes of large blocks a thread may cache, */
 #define HK_LARGE_CACHE_MIN ((size_t)256 << 10)  /* from this at its start or when many threads share */
 #define HK_LARGE_GROWTH 1024                    /* misses that double a thread's budget */
-#define HK_LARGE_CACHE_MAX ((size_t)16 << 20)   /* and for a thread with this many */
-#define HK_LARGE_GROWTH_MAX ((uint32_t)1 << 16) /* misses, twice HK_LARGE_CACHE */
+#define HK_LARGE_CACHE_MAX ((size_t)16 << 20)   /* the budget of a thread that has missed */
+#define HK_LARGE_GROWTH_MAX ((uint32_t)1 << 16) /* this many large blocks */
 #define HK_LARGE_CACHE_ALL ((size_t)64 << 20)   /* the process-wide budget */
 #define HK_ARENAS 8                             /* independently locked sets of SuperSlabs */
 #define HK_PAGE_SIZE ((size_t)4096)

@@ -31,7 +31,8 @@ static bool give(hk_tcache_t *tc, unsigned cls, void *chain, unsigned count) {
   return hk_central_put(cls, chain, count, tc);
 }
 
-/* Takes up to `want` blocks from the central cache onto *chain. */
+/* Takes up to `want` blocks from the central cache onto *chain; a thread
+ * whose list of the class never overflowed is a producer of it. */
 static unsigned take(hk_tcache_t *tc, unsigned cls, unsigned want, void **chain) {
   const void *parker;
   unsigned n = hk_central_take(cls, want, chain, &parker, tc->front[cls].overflows == 0);
