@@ -153,12 +153,11 @@ static void set_count(hk_transfer_t *t, unsigned n) { __atomic_store_n(&t->n, n,
 #define HK_BALANCE_LIMIT 8
 #define HK_PRODUCER_MAX 1024  /* block sizes whose producers keep to their CPU */
 
-/* Pops the newest batch parked in t, if any.  From another CPU's slots
- * (`local` false), a producer of small blocks takes only spare batches: the
- * CPU's balance is above 0, or more than half its slots are full. */
-static bool transfer_pop(hk_transfer_t *t, unsigned cls, hk_batch_t *b, bool local, bool producer) {
+/* Pops the newest batch parked in t, if any; `apart`: t is another CPU's
+ * and the caller a producer of small blocks, which takes only spare batches:
+ * the CPU's balance is above 0, or more than half its slots are full. */
+static bool transfer_pop(hk_transfer_t *t, hk_batch_t *b, bool local, bool apart) {
   if (__atomic_load_n(&t->n, __ATOMIC_RELAXED) == 0) return false;  /* a hint: checked again under the lock */
-  bool apart = !local && producer && hk_classes[cls].size <= HK_PRODUCER_MAX;
   pthread_mutex_lock(&t->lock);
   bool got = t->n != 0 && (!apart || t->balance > 0 || t->n > HK_TRANSFER_SLOTS / 2);
   if (got && local) t->balance = (int8_t)hk_max(t->balance - HK_BALANCE_TAKE, -HK_BALANCE_LIMIT);
@@ -184,9 +183,10 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
   }
   /* This CPU's batches first, then any other's, before the slabs. */
   unsigned mine = my_slots();
+  bool keep_apart = producer && hk_classes[cls].size <= HK_PRODUCER_MAX;
   for (unsigned i = 0; i < ncpu_slots; i++) {
     hk_batch_t b;
-    if (transfer_pop(&transfer[(mine + i) % ncpu_slots][cls], cls, &b, i == 0, producer)) {
+    if (transfer_pop(&transfer[(mine + i) % ncpu_slots][cls], &b, i == 0, i != 0 && keep_apart)) {
       *chain = b.head;
       *parker = b.owner;
       return b.count;

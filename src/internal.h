@@ -266,7 +266,6 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define HK_LARGE_GROWTH 1024                    /* misses that double a thread's budget */
 #define HK_LARGE_CACHE_MAX ((size_t)16 << 20)   /* the budget of a thread that has missed */
 #define HK_LARGE_GROWTH_MAX ((uint32_t)1 << 16) /* this many large blocks */
-#define HK_LARGE_CACHE_ALL ((size_t)64 << 20)   /* the process-wide budget */
 #define HK_ARENAS 8                             /* independently locked sets of SuperSlabs */
 #define HK_PAGE_SIZE ((size_t)4096)
 #define HK_CACHELINE 64
