@@ -20,7 +20,6 @@
  * from and go back to the SuperSlabs directly, without the class lock. */
 #define _GNU_SOURCE
 #include <sched.h>
-#include <string.h>
 #include "internal.h"
 
 typedef struct hk_batch {
@@ -29,20 +28,22 @@ typedef struct hk_batch {
   const void *owner;       /* the thread cache that parked it */
 } hk_batch_t;
 
-/* A CPU's slots of one class.  HK_TRANSFER_SLOTS batches: a consumer of
- * 1 KiB blocks parks lists of at most 65; with 8 slots, two producer/consumer
+/* A CPU's slots of one class: up to HK_TRANSFER_SLOTS batches holding up
+ * to HK_TRANSFER_LISTS full thread cache lists.  A consumer of 1 KiB blocks
+ * parks lists of at most 65; with room for 8 of them, two producer/consumer
  * pairs sharing a core each sent half of every 1024 blocks back to their
  * slabs, through the class lock the other core wanted too (`prodcons 2000000
  * 1024 1 1024 1024 2`: 13 M ops/s with 8, 46 M with 16; 2 KiB blocks 27 and
- * 69 M), while thread_churn's peak stayed within its noise (70.5 and 71.1
- * MiB, 10 runs). */
+ * 69 M).  With many threads per CPU the consumers park smaller batches
+ * (tcache.c: freer_cap), hence more slots than lists: with 16 slots, 16
+ * pairs on 2 CPUs sent their blocks back through the slabs, walking them
+ * cold under the class lock, at 0.65 times the speed. */
 typedef struct hk_transfer {
   pthread_mutex_t lock;
   unsigned n;              /* written under the lock, read without it as a hint (set_count) */
   bool active;             /* taken from or given to since the last purge tick */
   int8_t balance;          /* batches parked here against those threads on this CPU took */
   size_t parked;           /* blocks in the slots */
-  hk_batch_t slot[HK_TRANSFER_SLOTS];
 } __attribute__((aligned(HK_CACHELINE))) hk_transfer_t;
 
 typedef struct hk_central {
@@ -57,6 +58,9 @@ typedef struct hk_central {
 static hk_central_t central[HK_NCLASS + 1] = {[0 ... HK_NCLASS] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static hk_transfer_t transfer[HK_CPU_SETS][HK_SMALL_CLASSES] = {
     [0 ... HK_CPU_SETS - 1] = {[0 ... HK_SMALL_CLASSES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}}};
+/* The slots themselves, the same depth of every class's together: a set of
+ * slots touches memory only as deep as it is filled. */
+static hk_batch_t batches[HK_CPU_SETS][HK_TRANSFER_SLOTS][HK_SMALL_CLASSES];
 static unsigned ncpu_slots = 1;  /* sets of slots in use: one per CPU, up to HK_CPU_SETS */
 /* Large classes have no lock of their own: their slab counts are atomic. */
 static struct {
@@ -67,6 +71,18 @@ void hk_central_init(unsigned cpus) {
   if (HK_FIRST_LARGE_CLASS > HK_SMALL_CLASSES) hk_fatal("class table larger than the transfer slots", NULL);
   ncpu_slots = hk_max(hk_min(cpus, HK_CPU_SETS), 1u);
 }
+
+unsigned hk_central_cpu_sets(void) { return ncpu_slots; }
+
+/* Slot i of the set of slots t. */
+static hk_batch_t *slot_of(const hk_transfer_t *t, unsigned i) {
+  size_t k = (size_t)(t - &transfer[0][0]);
+  return &batches[k / HK_SMALL_CLASSES][i][k % HK_SMALL_CLASSES];
+}
+
+/* The most blocks a CPU parks of a class: HK_TRANSFER_LISTS full thread
+ * cache lists (lean mode: HK_TRANSFER_SLOTS_LEAN batches of any size). */
+static size_t parked_max(unsigned cls) { return (size_t)HK_TRANSFER_LISTS * (size_t)(hk_classes[cls].cap + 1); }
 
 /* The slots of this CPU: sched_getcpu reads the kernel's rseq area, a load. */
 static unsigned my_slots(void) {
@@ -153,16 +169,17 @@ static void set_count(hk_transfer_t *t, unsigned n) { __atomic_store_n(&t->n, n,
 #define HK_BALANCE_LIMIT 8
 #define HK_PRODUCER_MAX 1024  /* block sizes whose producers keep to their CPU */
 
-/* Pops the newest batch parked in t, if any; `apart`: t is another CPU's
- * and the caller a producer of small blocks, which takes only spare batches:
- * the CPU's balance is above 0, or more than half its slots are full. */
-static bool transfer_pop(hk_transfer_t *t, hk_batch_t *b, bool local, bool apart) {
+/* Pops the newest batch parked in t (of class cls), if any; `apart`: t is
+ * another CPU's and the caller a producer of small blocks, which takes only
+ * spare batches: the CPU's balance is above 0, or it parks more than half
+ * the blocks it may. */
+static bool transfer_pop(hk_transfer_t *t, unsigned cls, hk_batch_t *b, bool local, bool apart) {
   if (__atomic_load_n(&t->n, __ATOMIC_RELAXED) == 0) return false;  /* a hint: checked again under the lock */
   pthread_mutex_lock(&t->lock);
-  bool got = t->n != 0 && (!apart || t->balance > 0 || t->n > HK_TRANSFER_SLOTS / 2);
+  bool got = t->n != 0 && (!apart || t->balance > 0 || t->parked > parked_max(cls) / 2);
   if (got && local) t->balance = (int8_t)hk_max(t->balance - HK_BALANCE_TAKE, -HK_BALANCE_LIMIT);
   if (got) {
-    *b = t->slot[t->n - 1];
+    *b = *slot_of(t, t->n - 1);
     set_count(t, t->n - 1);
     hk_assert(t->parked >= b->count, "parked count below a batch");
     t->parked -= b->count;
@@ -186,7 +203,7 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
   bool keep_apart = producer && hk_classes[cls].size <= HK_PRODUCER_MAX;
   for (unsigned i = 0; i < ncpu_slots; i++) {
     hk_batch_t b;
-    if (transfer_pop(&transfer[(mine + i) % ncpu_slots][cls], &b, i == 0, i != 0 && keep_apart)) {
+    if (transfer_pop(&transfer[(mine + i) % ncpu_slots][cls], cls, &b, i == 0, i != 0 && keep_apart)) {
       *chain = b.head;
       *parker = b.owner;
       return b.count;
@@ -270,9 +287,10 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
   hk_transfer_t *t = &transfer[my_slots()][cls];
   pthread_mutex_lock(&t->lock);
   t->active = true;
-  bool parked = t->n < (hk_opt.mem_lean ? HK_TRANSFER_SLOTS_LEAN : HK_TRANSFER_SLOTS);
+  bool parked = hk_opt.mem_lean ? t->n < HK_TRANSFER_SLOTS_LEAN
+                                : t->n < HK_TRANSFER_SLOTS && t->parked + count <= parked_max(cls);
   if (parked) {
-    t->slot[t->n] = (hk_batch_t){chain, count, owner};
+    *slot_of(t, t->n) = (hk_batch_t){chain, count, owner};
     t->balance = (int8_t)hk_min(t->balance + HK_BALANCE_PARK, HK_BALANCE_LIMIT);
     set_count(t, t->n + 1);
     t->parked += count;
@@ -307,7 +325,7 @@ static bool purge_class(unsigned cls, int mode) {
       pending |= t->n != 0;
     } else {
       n = t->n;
-      memcpy(out, t->slot, n * sizeof *out);
+      for (unsigned k = 0; k < n; k++) out[k] = *slot_of(t, k);
       set_count(t, 0);
       t->parked = 0;
     }
@@ -393,11 +411,12 @@ size_t hk_central_check(void) {
       if (t->n > HK_TRANSFER_SLOTS) hk_fatal("heap check: parked batches beyond the slots", NULL);
       size_t parked = 0;
       for (unsigned k = 0; k < t->n; k++) {
-        if (hk_chain_length(t->slot[k].head, t->slot[k].count + 1) != t->slot[k].count)
-          hk_fatal("heap check: parked batch", t->slot[k].head);
-        for (const void *b = t->slot[k].head; b; b = hk_next(b))
+        const hk_batch_t *batch = slot_of(t, k);
+        if (hk_chain_length(batch->head, batch->count + 1) != batch->count)
+          hk_fatal("heap check: parked batch", batch->head);
+        for (const void *b = batch->head; b; b = hk_next(b))
           if (hk_map_get(b) != cls) hk_fatal("heap check: a parked block of another class", b);
-        parked += t->slot[k].count;
+        parked += batch->count;
       }
       if (parked != t->parked) hk_fatal("heap check: parked counts", NULL);
       pthread_mutex_unlock(&t->lock);

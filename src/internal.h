@@ -284,7 +284,8 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
  * last unit, mapped inaccessible, so that an overrun off the end of one
  * SuperSlab faults before it reaches the next. */
 #define HK_SS_RESERVED (HAK_HARDENED ? 1ull | 1ull << 63 : 1ull)
-#define HK_TRANSFER_SLOTS 16                    /* batches parked per class and CPU (see central.c) */
+#define HK_TRANSFER_SLOTS 64                    /* batches parked per class and CPU (see central.c), */
+#define HK_TRANSFER_LISTS 16                    /* ... holding at most this many full thread cache lists */
 #define HK_TRANSFER_SLOTS_LEAN 2                /* ... in lean mode */
 #define HK_CPU_SETS 64                          /* sets of transfer slots: one per CPU, up to this */
 #define HK_LARGE_MIN ((size_t)32 * 1024)        /* classes above: one block per slab */
@@ -430,6 +431,7 @@ HK_HIDDEN uintptr_t hk_class_map_lookup(const void *p);  /* any pointer; 0 if no
  * `producer`: the caller has never given blocks of the class back (it only
  * allocates them), which keeps it from other CPUs' batches (central.c). */
 HK_HIDDEN void hk_central_init(unsigned cpus);  /* sets of transfer slots: one per CPU */
+HK_HIDDEN unsigned hk_central_cpu_sets(void);
 HK_HIDDEN unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker, bool producer);
 /* Gives back a chain of `count` blocks; `owner` is the giving thread cache. */
 HK_HIDDEN bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner);
