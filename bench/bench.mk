@@ -8,6 +8,7 @@
 #                                      any allocator built as a shared object
 #   make bench-smoke                   every benchmark once, tiny, hakmem and glibc
 #   make bench-callgrind               instructions per random_mixed iteration
+#   make bench-threads [ROUNDS=3]      larson, prodcons, thread_churn at 2-64 threads
 #   make ab A=main B=HEAD              A/B of two refs on random_mixed
 #   make soak DURATION=300 EPOCH=1 ALLOCATORS=hakmem,mimalloc [BENCH=larson]
 #                                      one long run per allocator, two side by side
@@ -37,7 +38,7 @@ SCORECARD_OPTS = --build $(BUILD) \
   $(if $(RUNS),--runs $(RUNS)) \
   $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
-.PHONY: bench-programs bench-smoke bench-callgrind ab soak scorecard
+.PHONY: bench-programs bench-smoke bench-callgrind bench-threads ab soak scorecard
 
 bench-programs: $(BENCH_BINS)
 
@@ -53,6 +54,9 @@ bench-smoke: lib bench-programs
 
 bench-callgrind: lib bench-programs
 	$(PYTHON) scripts/bench.py --callgrind --build $(BUILD) $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
+
+bench-threads: lib bench-programs
+	$(PYTHON) scripts/many-threads --build $(BUILD) $(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
 ab:
 	$(PYTHON) scripts/ab --build $(BUILD) --refs $(or $(A),main) $(or $(B),HEAD) $(if $(RUNS),--runs $(RUNS))
