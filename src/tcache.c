@@ -160,11 +160,11 @@ static size_t large_cached_bytes(const hk_tcache_t *tc) {
  * whole.  Where threads outnumber CPUs several times over, most of them wait
  * for a CPU at any moment and what their lists hold lies idle: the capacity
  * is divided by a quarter of the threads per CPU, by 4 at most, and kept at
- * two refills' worth.  Producer/consumer pairs on 2 CPUs peaked 15-22 % lower
- * (8, 16 and 32 pairs: 25.6, 45.9, 84.2 -> 21.7, 36.0, 68.4 MiB) at 0.96,
- * 1.02 and 1.12 times the speed (medians of 9 paired rounds).  Few threads per CPU
- * keep the whole capacity: a quarter of it cost one pair 27 % of its speed,
- * in 4 times as many batches to lock. */
+ * two refills' worth.  Producer/consumer pairs on 2 CPUs peaked 15-22 %
+ * lower (8, 16 and 32 pairs: 25.6, 45.9, 84.2 -> 21.7, 36.0, 68.4 MiB) at
+ * 0.96, 1.02 and 1.12 times the speed (medians of 9 paired rounds).  Few
+ * threads per CPU keep the whole capacity: a quarter of it cost one pair 27 %
+ * of its speed, in 4 times as many batches to lock. */
 static int freer_cap(unsigned cls) {
   unsigned per_cpu = atomic_load_explicit(&live_threads, memory_order_relaxed) / hk_central_cpu_sets();
   int shrink = (int)hk_min(hk_max(per_cpu / 4, 1u), 4u);
