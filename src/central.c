@@ -74,11 +74,8 @@ void hk_central_init(unsigned cpus) {
 
 unsigned hk_central_cpu_sets(void) { return ncpu_slots; }
 
-/* Slot i of the set of slots t. */
-static hk_batch_t *slot_of(const hk_transfer_t *t, unsigned i) {
-  size_t k = (size_t)(t - &transfer[0][0]);
-  return &batches[k / HK_SMALL_CLASSES][i][k % HK_SMALL_CLASSES];
-}
+/* Slot i of CPU set `set`'s slots of class cls. */
+static hk_batch_t *slot_of(unsigned set, unsigned cls, unsigned i) { return &batches[set][i][cls]; }
 
 /* The most blocks a CPU parks of a class: HK_TRANSFER_LISTS full thread
  * cache lists (lean mode: HK_TRANSFER_SLOTS_LEAN batches of any size). */
@@ -169,17 +166,18 @@ static void set_count(hk_transfer_t *t, unsigned n) { __atomic_store_n(&t->n, n,
 #define HK_BALANCE_LIMIT 8
 #define HK_PRODUCER_MAX 1024  /* block sizes whose producers keep to their CPU */
 
-/* Pops the newest batch parked in t (of class cls), if any; `apart`: t is
- * another CPU's and the caller a producer of small blocks, which takes only
+/* Pops the newest batch parked in CPU set `set`'s slots of class cls, if
+ * any; `apart`: the set is another CPU's and the caller a producer of small blocks, which takes only
  * spare batches: the CPU's balance is above 0, or it parks more than half
  * the blocks it may. */
-static bool transfer_pop(hk_transfer_t *t, unsigned cls, hk_batch_t *b, bool local, bool apart) {
+static bool transfer_pop(unsigned set, unsigned cls, hk_batch_t *b, bool local, bool apart) {
+  hk_transfer_t *t = &transfer[set][cls];
   if (__atomic_load_n(&t->n, __ATOMIC_RELAXED) == 0) return false;  /* a hint: checked again under the lock */
   pthread_mutex_lock(&t->lock);
   bool got = t->n != 0 && (!apart || t->balance > 0 || t->parked > parked_max(cls) / 2);
   if (got && local) t->balance = (int8_t)hk_max(t->balance - HK_BALANCE_TAKE, -HK_BALANCE_LIMIT);
   if (got) {
-    *b = *slot_of(t, t->n - 1);
+    *b = *slot_of(set, cls, t->n - 1);
     set_count(t, t->n - 1);
     hk_assert(t->parked >= b->count, "parked count below a batch");
     t->parked -= b->count;
@@ -203,7 +201,7 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
   bool keep_apart = producer && hk_classes[cls].size <= HK_PRODUCER_MAX;
   for (unsigned i = 0; i < ncpu_slots; i++) {
     hk_batch_t b;
-    if (transfer_pop(&transfer[(mine + i) % ncpu_slots][cls], cls, &b, i == 0, i != 0 && keep_apart)) {
+    if (transfer_pop((mine + i) % ncpu_slots, cls, &b, i == 0, i != 0 && keep_apart)) {
       *chain = b.head;
       *parker = b.owner;
       return b.count;
@@ -284,13 +282,14 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
   }
   hk_assert(hk_chain_length(chain, count + 1) == count, "batch count differs from its chain");
   /* Each parked block keeps its slab resident: lean mode parks fewer. */
-  hk_transfer_t *t = &transfer[my_slots()][cls];
+  unsigned set = my_slots();
+  hk_transfer_t *t = &transfer[set][cls];
   pthread_mutex_lock(&t->lock);
   t->active = true;
   bool parked = hk_opt.mem_lean ? t->n < HK_TRANSFER_SLOTS_LEAN
                                 : t->n < HK_TRANSFER_SLOTS && t->parked + count <= parked_max(cls);
   if (parked) {
-    *slot_of(t, t->n) = (hk_batch_t){chain, count, owner};
+    *slot_of(set, cls, t->n) = (hk_batch_t){chain, count, owner};
     t->balance = (int8_t)hk_min(t->balance + HK_BALANCE_PARK, HK_BALANCE_LIMIT);
     set_count(t, t->n + 1);
     t->parked += count;
@@ -325,7 +324,7 @@ static bool purge_class(unsigned cls, int mode) {
       pending |= t->n != 0;
     } else {
       n = t->n;
-      for (unsigned k = 0; k < n; k++) out[k] = *slot_of(t, k);
+      for (unsigned k = 0; k < n; k++) out[k] = *slot_of(i, cls, k);
       set_count(t, 0);
       t->parked = 0;
     }
@@ -411,7 +410,7 @@ size_t hk_central_check(void) {
       if (t->n > HK_TRANSFER_SLOTS) hk_fatal("heap check: parked batches beyond the slots", NULL);
       size_t parked = 0;
       for (unsigned k = 0; k < t->n; k++) {
-        const hk_batch_t *batch = slot_of(t, k);
+        const hk_batch_t *batch = slot_of(i, cls, k);
         if (hk_chain_length(batch->head, batch->count + 1) != batch->count)
           hk_fatal("heap check: parked batch", batch->head);
         for (const void *b = batch->head; b; b = hk_next(b))

@@ -285,8 +285,8 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
  * SuperSlab faults before it reaches the next. */
 #define HK_SS_RESERVED (HAK_HARDENED ? 1ull | 1ull << 63 : 1ull)
 #define HK_TRANSFER_SLOTS 64                    /* batches parked per class and CPU (see central.c), */
-#define HK_TRANSFER_LISTS 16                    /* ... holding at most this many full thread cache lists */
-#define HK_TRANSFER_SLOTS_LEAN 2                /* ... in lean mode */
+#define HK_TRANSFER_SLOTS_LEAN 2                /* ... in lean mode, */
+#define HK_TRANSFER_LISTS 16                    /* holding at most this many full thread cache lists */
 #define HK_CPU_SETS 64                          /* sets of transfer slots: one per CPU, up to this */
 #define HK_LARGE_MIN ((size_t)32 * 1024)        /* classes above: one block per slab */
 #define HK_LARGE_CACHE ((size_t)8 << 20)        /* bytes of large blocks a thread may cache, */
