@@ -36,10 +36,11 @@ def _compiler():
     return r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else "unknown"
 
 
-def describe(root, allocs=()):
+def describe(root, allocs=(), head=None):
     """(label, value) pairs, in the order a report lists them: the machine,
-    the peers' packages, hakmem's commit, and the file of each allocator of
-    `allocs` given by path."""
+    the peers' packages, hakmem's commit (`head` if given: taken before a
+    report rewrites files of the work tree), and the file of each allocator
+    of `allocs` given by path."""
     info = [
         ("CPU", _cpu_model()),
         ("cores", str(os.cpu_count())),
@@ -49,6 +50,6 @@ def describe(root, allocs=()):
     ]
     for name, (package, _) in allocators.PEERS.items():
         info.append((name, f"{package} {allocators.package_version(package) or 'not installed'}"))
-    info.append(("hakmem commit", commit(root)))
+    info.append(("hakmem commit", head or commit(root)))
     info += [(a.name, a.origin) for a in allocs if a.origin]
     return info
