@@ -79,7 +79,9 @@ static hk_batch_t *slot_of(unsigned set, unsigned cls, unsigned i) { return &bat
 
 /* The most blocks a CPU parks of a class: HK_TRANSFER_LISTS full thread
  * cache lists (lean mode: HK_TRANSFER_SLOTS_LEAN batches of any size). */
-static size_t parked_max(unsigned cls) { return (size_t)HK_TRANSFER_LISTS * (size_t)(hk_classes[cls].cap + 1); }
+static size_t parked_max(unsigned cls) {
+  return (size_t)HK_TRANSFER_LISTS * (size_t)(hk_classes[cls].cap + 1);
+}
 
 /* The slots of this CPU: sched_getcpu reads the kernel's rseq area, a load. */
 static unsigned my_slots(void) {
@@ -167,9 +169,9 @@ static void set_count(hk_transfer_t *t, unsigned n) { __atomic_store_n(&t->n, n,
 #define HK_PRODUCER_MAX 1024  /* block sizes whose producers keep to their CPU */
 
 /* Pops the newest batch parked in CPU set `set`'s slots of class cls, if
- * any; `apart`: the set is another CPU's and the caller a producer of small blocks, which takes only
- * spare batches: the CPU's balance is above 0, or it parks more than half
- * the blocks it may. */
+ * any; `apart`: the set is another CPU's and the caller a producer of small
+ * blocks, which takes only spare batches: the CPU's balance is above 0, or
+ * it parks more than half the blocks it may. */
 static bool transfer_pop(unsigned set, unsigned cls, hk_batch_t *b, bool local, bool apart) {
   hk_transfer_t *t = &transfer[set][cls];
   if (__atomic_load_n(&t->n, __ATOMIC_RELAXED) == 0) return false;  /* a hint: checked again under the lock */
