@@ -108,13 +108,18 @@ static void *link_fresh(uint8_t *first, uint32_t size, unsigned n, void *head) {
   }
   for (unsigned i = 0; i < n; i++) {
     void *b = first + (size_t)order[i] * size;
+    hk_mark_free(b);
     hk_set_next(b, head);
     head = b;
   }
   return head;
 #else
   uint8_t *b = first;
-  for (unsigned i = 1; i < n; i++, b += size) hk_set_next(b, b + size);
+  for (unsigned i = 1; i < n; i++, b += size) {
+    hk_mark_free(b);
+    hk_set_next(b, b + size);
+  }
+  hk_mark_free(b);
   hk_set_next(b, head);
   return first;
 #endif
@@ -127,6 +132,8 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
   void *head = *chain;
   while (n < want && s->free) {
     void *b = s->free;
+    if (hk_unlikely(!hk_is_home(b))) hk_misuse_freed(b, s->cls);  /* freed again while home */
+    hk_mark_free(b);
     s->free = hk_next(b);
     hk_set_next(b, head);
     head = b;
@@ -150,10 +157,11 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
   return n;
 }
 
-/* The length of a chain, counted up to `limit` (a corrupted chain may be a cycle). */
+/* The length of a chain, counted up to `limit` (a corrupted chain may be a
+ * cycle) or to a NULL link (a write of zeros into a freed block). */
 unsigned hk_chain_length(const void *chain, unsigned limit) {
   unsigned n = 0;
-  for (; chain && n < limit; chain = hk_next(chain)) n++;
+  for (; chain && chain != HK_END && n < limit; chain = hk_next(chain)) n++;
   return n;
 }
 
@@ -212,7 +220,7 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
   hk_central_t *c = &central[cls];
   pthread_mutex_lock(&c->lock);
   c->active = true;
-  void *head = NULL;
+  void *head = HK_END;
   unsigned n = 0;
   while (n < want) {
     hk_slab_t *s = c->partial;
@@ -247,7 +255,9 @@ static void release(hk_central_t *c, hk_slab_t *s) {
  * back to its SuperSlab unless it is the class's only empty slab and `keep`. */
 static void slab_put(hk_central_t *c, unsigned cls, void *b, bool keep) {
   hk_slab_t *s = hk_slab_of(b);
+  if (hk_unlikely(!hk_is_free(b))) hk_misuse_freed(b, cls);  /* on a list twice, handed out once */
   if (hk_unlikely(s->cls != cls || s->nfree >= s->carved)) hk_fatal("free(): double free or corrupted block", b);
+  hk_mark_home(b);
 #if HAK_CHECKS
   if ((size_t)((uint8_t *)b - s->start) % s->block_size != 0) hk_fatal("free(): pointer inside a block", b);
 #endif
@@ -268,7 +278,7 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b, bool keep) {
 }
 
 static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
-  while (chain) {
+  while (chain != HK_END) {
     void *b = chain;
     chain = hk_next(b);
     slab_put(c, cls, b, keep);
@@ -277,6 +287,12 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
 
 bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner) {
   if (hk_class_is_large(cls)) {
+    /* Each block marked home before any is released: one that is on the
+     * chain twice is found before its memory can serve anything else. */
+    for (void *b = chain; b != HK_END; b = hk_next(b)) {
+      if (hk_unlikely(!hk_is_free(b))) hk_misuse_freed(b, cls);
+      hk_mark_home(b);
+    }
     if (hk_class_in_regions(cls)) hk_huge_release_class(cls, chain);
     else hk_large_release(cls, chain);
     atomic_fetch_sub_explicit(&large_counts[cls].slabs, count, memory_order_relaxed);
@@ -385,6 +401,7 @@ static unsigned check_slab(const hk_slab_t *s, unsigned cls) {
     uintptr_t off = (uintptr_t)b - (uintptr_t)s->start;  /* wraps above the slab if b is below it */
     if (off >= (uintptr_t)s->carved * s->block_size || off % s->block_size)
       hk_fatal("heap check: a slab's free list leaves it", b);
+    if (!hk_is_home(b)) hk_fatal("heap check: a slab's free block not marked home", b);
   }
   if (n != s->nfree) hk_fatal("heap check: a slab's free count differs from its list", s->start);
   return n;
@@ -415,8 +432,10 @@ size_t hk_central_check(void) {
         const hk_batch_t *batch = slot_of(i, cls, k);
         if (hk_chain_length(batch->head, batch->count + 1) != batch->count)
           hk_fatal("heap check: parked batch", batch->head);
-        for (const void *b = batch->head; b; b = hk_next(b))
+        for (const void *b = batch->head; b != HK_END; b = hk_next(b)) {
           if (hk_map_get(b) != cls) hk_fatal("heap check: a parked block of another class", b);
+          if (!hk_is_free(b)) hk_fatal("heap check: a parked block not marked free", b);
+        }
         parked += batch->count;
       }
       if (parked != t->parked) hk_fatal("heap check: parked counts", NULL);

@@ -389,14 +389,17 @@ void *hk_huge_take_class(unsigned cls) {
     class_bytes += units_bytes(n);
   }
   pthread_mutex_unlock(&huge_lock);
-  if (p) hk_set_next(p, NULL);  /* a chain of one; its page fault, if any, outside the lock */
+  if (p) {  /* a chain of one; its page fault, if any, outside the lock */
+    hk_mark_free(p);
+    hk_set_next(p, HK_END);
+  }
   return p;
 }
 
 void hk_huge_release_class(unsigned cls, void *chain) {
   unsigned n = (unsigned)units(hk_classes[cls].size);
   pthread_mutex_lock(&huge_lock);
-  while (chain) {
+  while (chain != HK_END) {
     void *b = chain;
     chain = hk_next(b);
     hk_region_t *r = region_of(b);

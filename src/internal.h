@@ -4,11 +4,13 @@
  * Who calls whom, from the API down to the OS (layers: tcache -> central ->
  * superslab / huge -> os; purge.c schedules giving memory back across them):
  *
- *   malloc(n) = hk_malloc_fast            n <= 8 KiB and the class's list has a block: pop
+ *   malloc(n) = hk_malloc_fast            n <= 8 KiB and the class's list starts with a block
+ *                                         marked free: pop
  *     hk_malloc_slow                      (tcache.c)
  *       hk_huge_alloc                     n > 1 MiB: units of a region, best fit (huge.c)
  *         region_map -> hk_os_space_take or hk_os_map_aligned, hk_os_advise_huge  (os.c)
- *       hk_malloc_class -> tcache_refill  the list is empty
+ *       hk_malloc_class -> tcache_refill  the list is empty (else hk_misuse_freed: its first
+ *                                         block was handed out before, or written to)
  *         hk_thread_init                  first call of the thread: capacities, prewarm
  *         hk_central_take                 a batch parked on this CPU, or on another (only
  *                                         a spare one for a producer), or blocks from
@@ -21,8 +23,8 @@
  *         hk_purge_poll                   a tick due? (purge.c) -> hk_central_purge,
  *                                         hk_superslab_purge, hk_huge_purge -> hk_os_decommit
  *
- *   free(p) = hk_free_fast                p on a block boundary of a small or large class,
- *                                         not already free: push
+ *   free(p) = hk_free_fast                p on a block boundary of a small or large class: mark
+ *                                         it free, push
  *     hk_free_overflow                    the list outgrew its capacity (large: every free)
  *       hk_central_put                    park the older half (all of it when frees outpace
  *                                         mallocs) on this CPU, or return blocks to slabs
@@ -32,10 +34,10 @@
  *       hk_purge_poll
  *     hk_free_slow                        anything else: NULL, huge, or an error
  *       hk_huge_free                      units dirty in their region
- *       hk_fatal                          a double free, an invalid or interior pointer
+ *       hk_misuse                         an invalid or interior pointer, a freed huge block
  *
  * Fast-path size on x86-64 (gcc 12 -O2), in instructions, hit case:
- * malloc 13, free 21, ret aside; `objdump -d build/libhakmem.so` at <__libc_malloc> and
+ * malloc 14, free 18, ret aside; `objdump -d build/libhakmem.so` at <__libc_malloc> and
  * <__libc_free> shows them, and `make bench-callgrind` counts them per
  * random_mixed iteration.
  *
@@ -52,9 +54,17 @@
  *   hakmem's slabs (class 0), or it is not on a block boundary of its slab
  *   (every slab of a small class is one unit, so the offset in the unit
  *   tells, with one multiplication: hk_on_boundary);
- * - a block freed twice: every free block carries a per-process random key in
- *   its second word, which malloc clears; a free that finds it there is a
- *   double free, however many frees came between. */
+ * - a block freed twice: free marks every block free with a per-process
+ *   random key in its second word, which malloc checks and clears as it
+ *   hands the block out.  A block freed twice sits on a list twice; the
+ *   first copy handed out loses the mark, so malloc, reaching the second,
+ *   finds it unmarked (as it finds one the program wrote into after its
+ *   free) and aborts before the block is handed out twice.  free reads
+ *   nothing of the block: a block freed long ago is a cache miss, and a load
+ *   holds up everything after it where a store does not (at 100 000 live
+ *   blocks, a check at free cost a third of the speed).  Blocks home in
+ *   their slabs carry the key's complement: one that comes back twice is
+ *   caught there (central.c). */
 #ifndef HAK_INTERNAL_H
 #define HAK_INTERNAL_H
 
@@ -97,7 +107,7 @@ typedef struct hk_front {
 } hk_front_t;
 
 typedef struct hk_tcache {
-  void *head[HK_NCLASS + 1];    /* free blocks per class; head[0] stays NULL */
+  void *head[HK_NCLASS + 1];    /* free blocks per class, ending at HK_END; head[0] stays HK_END */
   int16_t room[HK_NCLASS + 1];  /* capacity - length; free overflows below 0 */
   uint8_t state;                /* HK_TC_*: zero-initialised TLS is UNINIT */
   uint8_t arena;                /* SuperSlab arena of the thread's new slabs */
@@ -173,6 +183,14 @@ HK_HIDDEN void hk_free_overflow(void *p);  /* p: the block just pushed */
 HK_HIDDEN void hk_free_slow(void *p);
 HK_HIDDEN __attribute__((noreturn, cold)) void hk_corrupted(const void *b);
 
+/* The end of every list and chain of free blocks that thread caches hold or
+ * trade with the central cache: a readable block whose key word never
+ * matches the free key (odd once set, 0 before), so that malloc's one check
+ * of a list's first block also finds an empty list.  Slabs' own lists of
+ * blocks at home end at NULL. */
+extern const uint64_t hk_list_end[2] HK_HIDDEN;
+#define HK_END ((void *)hk_list_end)
+
 /* Free-list links: the first word of a free block.  The hardened build keeps
  * them encoded with a per-process key and the link's own address, and checks
  * each one it reads: a link an overflow has written points nowhere valid. */
@@ -185,7 +203,7 @@ static inline __attribute__((always_inline)) void *hk_next(const void *b) {
   void *n = *(void *const *)b;
   if (!HAK_HARDENED) return n;
   n = (void *)((uintptr_t)n ^ hk_fast.link_key ^ (uintptr_t)b);
-  if (n && hk_unlikely(!hk_map_covers(n) || hk_map_get(n) != hk_map_get(b) ||
+  if (n != HK_END && hk_unlikely(!hk_map_covers(n) || hk_map_get(n) != hk_map_get(b) ||
                        !hk_on_boundary(n, hk_map_get(n))))
     hk_corrupted(b);
   return n;
@@ -197,6 +215,14 @@ static inline uint64_t *hk_canary_at(void *p, uintptr_t cls) {
   return (uint64_t *)((uint8_t *)p + hk_classes[cls].size - HK_CANARY);
 }
 
+/* Word 1 of a block says where it is: the free key on a thread's list or in
+ * a batch, its complement on its slab's list, anything else (0 from malloc)
+ * in the program's hands. */
+static inline bool hk_is_free(const void *p) { return ((const uint64_t *)p)[1] == hk_fast.free_key; }
+#define hk_mark_free(p) (((uint64_t *)(p))[1] = hk_fast.free_key)
+static inline bool hk_is_home(const void *p) { return ((const uint64_t *)p)[1] == ~hk_fast.free_key; }
+#define hk_mark_home(p) (((uint64_t *)(p))[1] = ~hk_fast.free_key)
+
 /* A block goes to the program: no longer marked free; in the hardened build,
  * with its canary. */
 static inline __attribute__((always_inline)) void hk_block_out(void *p, unsigned cls) {
@@ -204,11 +230,16 @@ static inline __attribute__((always_inline)) void hk_block_out(void *p, unsigned
   if (HAK_HARDENED) *hk_canary_at(p, cls) = hk_canary(p);
 }
 
-/* A block of class cls from the thread's cache, or NULL if it has none. */
+/* A block of class cls from the thread's cache, or NULL if its list is
+ * empty or starts with a block not marked free: one handed out already,
+ * because it was freed twice, or written after its free (tcache_refill
+ * tells misuse from an empty list).  Only what malloc is about to hand out
+ * is checked, in a line it reads anyway; free marks blocks without reading
+ * them. */
 static inline __attribute__((always_inline)) void *hk_tcache_pop(unsigned cls) {
   hk_tcache_t *tc = &hk_tc;
   void *p = tc->head[cls];
-  if (hk_likely(p != NULL)) {
+  if (hk_likely(hk_is_free(p))) {
     void *n = hk_next(p);
     tc->head[cls] = n;
     /* The next malloc's block: a block freed long ago (by a consumer on
@@ -219,8 +250,9 @@ static inline __attribute__((always_inline)) void *hk_tcache_pop(unsigned cls) {
     hk_block_out(p, cls);
     tc->room[cls]++;
     if (HAK_OBSERVE) tc->front[cls].hits++;
+    return p;
   }
-  return p;
+  return NULL;
 }
 
 /* Takes one from the room of class cls in the thread's cache; true if it
@@ -258,10 +290,10 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
     uintptr_t cls = hk_map_get(p);
     /* rejects entries that are not a class too (0 for NULL and foreign memory, huge) */
     if (hk_likely(hk_on_boundary(p, cls))) {
-      uint64_t key = hk_fast.free_key;
-      if (hk_likely(((uint64_t *)p)[1] != key && (!HAK_HARDENED || *hk_canary_at(p, cls) == hk_canary(p)))) {
+      /* the hardened build also catches a double free here, at a read of the block */
+      if (hk_likely(!HAK_HARDENED || (!hk_is_free(p) && *hk_canary_at(p, cls) == hk_canary(p)))) {
         hk_tcache_t *tc = &hk_tc;
-        ((uint64_t *)p)[1] = key;
+        hk_mark_free(p);
         hk_set_next(p, tc->head[cls]);
         tc->head[cls] = p;
         if (hk_unlikely(hk_room_spent(cls))) hk_free_overflow(p);
@@ -585,6 +617,9 @@ HK_HIDDEN __attribute__((noreturn)) void hk_fatal(const char *what, const void *
     if (HAK_CHECKS && hk_unlikely(!(cond))) hk_fatal("internal check failed: " what, NULL); \
   } while (0)
 HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse(const char *call, const void *p, uintptr_t cls);
+/* A block on a free list found not marked free (or home): freed twice, or
+ * written after its free. */
+HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse_freed(const void *p, unsigned cls);
 HK_HIDDEN void hk_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 HK_HIDDEN void hk_os_stats_print(void);
 HK_HIDDEN void hk_stats_out(ptrdiff_t bytes);  /* bytes handed out of the central caches grew/shrank */

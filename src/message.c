@@ -56,6 +56,12 @@ void hk_misuse(const char *call, const void *p, uintptr_t cls) {
   abort();
 }
 
+void hk_misuse_freed(const void *p, unsigned cls) {
+  hk_message("hakmem: double free of %p, or a write to it after its free (block size %zu)\n", p,
+             (size_t)(hk_classes[cls].size - HK_CANARY));
+  abort();
+}
+
 void hk_corrupted(const void *b) {
   hk_message("hakmem: corrupted free list at %p (a write to a freed block, or an overrun into it)\n", b);
   abort();

@@ -235,7 +235,8 @@ void *hk_large_take(unsigned cls) {
   hk_slab_t *s = hk_slab_new(cls);
   if (!s) return NULL;
   s->carved = 1;
-  hk_set_next(s->start, NULL);
+  hk_mark_free(s->start);
+  hk_set_next(s->start, HK_END);
   return s->start;
 }
 
@@ -243,7 +244,7 @@ void *hk_large_take(unsigned cls) {
  * taking each arena's lock once for a run of blocks from that arena. */
 void hk_large_release(unsigned cls, void *chain) {
   hk_arena_t *locked = NULL;
-  while (chain) {
+  while (chain != HK_END) {
     void *b = chain;
     chain = hk_next(b);
     hk_slab_t *s = hk_slab_of(b);

@@ -4,7 +4,10 @@
 #include <string.h>
 #include "internal.h"
 
-__thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec")));
+const uint64_t hk_list_end[2] __attribute__((aligned(16))) = {0, 2};
+/* Every list starts empty: at HK_END, which a new thread's copy of this
+ * image already points to (ld.so relocates it before any thread copies it). */
+__thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) = {.head = {[0 ... HK_NCLASS] = HK_END}};
 
 /* The caches of live threads, for statistics, and the counters of the
  * threads that have exited. */
@@ -49,9 +52,9 @@ static void tcache_drain(hk_tcache_t *tc, unsigned cls, int new_room) {
   void *chain = tc->head[cls];
   unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
   hk_assert(hk_chain_length(chain, count + 1) == count, "thread cache list differs from its room");
-  tc->head[cls] = NULL;
+  tc->head[cls] = HK_END;
   tc->room[cls] = (int16_t)new_room;
-  if (chain) give(tc, cls, chain, count);
+  if (count) give(tc, cls, chain, count);
 }
 
 /* Sets the capacity of a class's list; its room follows. */
@@ -59,6 +62,19 @@ static void set_cap(hk_tcache_t *tc, unsigned cls, int cap) {
   hk_assert(cap >= 0 && cap <= hk_classes[cls].cap, "thread cache capacity out of range");
   tc->room[cls] = (int16_t)(tc->room[cls] + cap - tc->cap[cls]);
   tc->cap[cls] = (int16_t)cap;
+}
+
+/* The first block of a chain from the central cache, to the program. */
+static void *hand_out(void *p, unsigned cls) {
+  if (hk_unlikely(!hk_is_free(p))) hk_misuse_freed(p, cls);
+  hk_block_out(p, cls);
+  return p;
+}
+
+/* The block after b on a list or chain, which b must be a free block of. */
+static void *next_free(void *b, unsigned cls) {
+  if (hk_unlikely(!hk_is_free(b))) hk_misuse_freed(b, cls);
+  return hk_next(b);
 }
 
 /* A thread whose cache is gone (it has exited) still allocates: one block at a time. */
@@ -70,11 +86,12 @@ static void *alloc_uncached(hk_tcache_t *tc, unsigned cls) {
     return NULL;
   }
   if (n > 1) give(tc, cls, hk_next(chain), n - 1);
-  hk_block_out(chain, cls);
-  return chain;
+  return hand_out(chain, cls);
 }
 
 static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
+  /* hk_tcache_pop found the list's first block not marked free */
+  if (hk_unlikely(tc->head[cls] != HK_END)) hk_misuse_freed(tc->head[cls], cls);
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
     if (tc->state == HK_TC_DEAD) return alloc_uncached(tc, cls);
     hk_thread_init(tc);
@@ -94,10 +111,9 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
     errno = ENOMEM;
     return NULL;
   }
-  tc->head[cls] = hk_next(chain);
+  tc->head[cls] = next_free(chain, cls);
   tc->room[cls] = (int16_t)(tc->room[cls] - (int)(n - 1));
-  hk_block_out(chain, cls);
-  return chain;
+  return hand_out(chain, cls);
 }
 
 /* Puts up to n blocks of class cls in an empty list of the cache. */
@@ -108,7 +124,7 @@ static void tcache_fill(hk_tcache_t *tc, unsigned cls, unsigned n) {
     unsigned got = take(tc, cls, n, &chain);
     if (got == 0) return;
     void *last = chain;
-    for (unsigned i = 1; i < got; i++) last = hk_next(last);
+    for (unsigned i = 1; i < got; i++) last = next_free(last, cls);
     hk_set_next(last, tc->head[cls]);
     tc->head[cls] = chain;
     tc->room[cls] = (int16_t)(tc->room[cls] - (int)got);
@@ -221,12 +237,12 @@ void hk_free_overflow(void *p) {
   tc->front[cls].overflows++;
   void *chain = tc->head[cls];
   if (keep == 0) {
-    tc->head[cls] = NULL;
+    tc->head[cls] = HK_END;
   } else {
     void *last = chain;
-    for (unsigned i = 1; i < keep; i++) last = hk_next(last);
-    chain = hk_next(last);
-    hk_set_next(last, NULL);
+    for (unsigned i = 1; i < keep; i++) last = next_free(last, cls);
+    chain = next_free(last, cls);
+    hk_set_next(last, HK_END);
   }
   tc->room[cls] = (int16_t)(cap - (int)keep);
   bool parked = give(tc, cls, chain, count - keep);
@@ -272,7 +288,7 @@ void hk_thread_init(hk_tcache_t *tc) {
   pthread_mutex_unlock(&registry_lock);
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
     unsigned n = hk_prewarm_count(c);
-    if (n && tc->head[c] == NULL) tcache_fill(tc, c, n);
+    if (n && tc->head[c] == HK_END) tcache_fill(tc, c, n);
   }
 }
 
@@ -358,8 +374,10 @@ HK_EXPORT size_t hak_heap_check(void) {
       unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
       unsigned n = hk_chain_length(tc->head[cls], count + 1);
       if (n != count) hk_fatal("heap check: thread cache list and room", tc->head[cls]);
-      for (const void *b = tc->head[cls]; b; b = hk_next(b))
+      for (const void *b = tc->head[cls]; b != HK_END; b = hk_next(b)) {
         if (hk_map_get(b) != cls) hk_fatal("heap check: a cached block of another class", b);
+        if (!hk_is_free(b)) hk_fatal("heap check: a cached block not marked free", b);
+      }
       walked += n;
     }
   return walked + hk_central_check();

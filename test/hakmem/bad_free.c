@@ -3,11 +3,16 @@
 /* hakmem only.  Misuse is caught: each case runs in a child process, which
  * must die of SIGABRT with hakmem's one-line message on stderr, naming the
  * pointer: double frees (at once, after other frees, of blocks of every size
- * range, of a block given back to its slab or region), frees of pointers
- * hakmem never handed out (stack, static data, another mapping) and of
- * pointers inside blocks (small, large, huge), and realloc of any of these. */
+ * range, of a block given back to its slab or region) before the block is
+ * handed out twice, writes into a freed block's second word before it is
+ * handed out again, frees of pointers hakmem never handed out (stack, static
+ * data, another mapping) and of pointers inside blocks (small, large, huge),
+ * and realloc of any of these.  A double free of a block still in a cache is
+ * caught when malloc would hand it out a second time: the cases go on
+ * allocating blocks of its size, and must not get that far. */
 #include "testutil.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 
 static char static_array[4096];
@@ -37,10 +42,22 @@ static void foreign_mapping(void) {
   free_opaque(m + 4096);
 }
 
+/* Allocates n blocks of `size` bytes, as a program goes on after a double
+ * free; the block freed twice must not come out of them twice. */
+static void allocate_on(size_t size, int n) {
+  void **v = calloc((size_t)n, sizeof *v);
+  CHECK(v != NULL);
+  for (int i = 0; i < n; i++) {
+    v[i] = xmalloc(size);
+    for (int j = 0; j < i; j++) CHECK_MSG(v[j] != v[i], "%p handed out twice", v[i]);
+  }
+}
+
 static void small_twice(void) {
   char *p = xmalloc(32);
   free_opaque(p);
   free_opaque(p);
+  allocate_on(32, 4);
 }
 
 /* glibc's tcache example: another free of the same size comes between */
@@ -49,6 +66,28 @@ static void small_twice_apart(void) {
   free_opaque(p);
   free_opaque(q);
   free_opaque(p);
+  allocate_on(48, 6);
+}
+
+/* ... and the thread's cache is handed to the central cache in between */
+static void small_twice_flushed(void) {
+  char *p = xmalloc(80), *q = xmalloc(80);
+  free_opaque(p);
+  free_opaque(q);
+  free_opaque(p);
+  hak_thread_flush();
+  allocate_on(80, 6);
+}
+
+/* ... and malloc_trim sends the batches home to their slabs */
+static void small_twice_trimmed(void) {
+  char *p = xmalloc(96), *q = xmalloc(96);
+  free_opaque(p);
+  free_opaque(q);
+  free_opaque(p);
+  hak_thread_flush();
+  malloc_trim(0);
+  allocate_on(96, 6);
 }
 
 /* the block has gone back to its slab (and the slab to its SuperSlab) by then */
@@ -59,6 +98,15 @@ static void small_twice_after_flush(void) {
   for (int i = 0; i < 5000; i++) free_opaque(v[i]);
   hak_thread_flush();
   free_opaque(p);
+  allocate_on(100, 12000);
+}
+
+/* A write into a freed block's second word, where it is marked free. */
+static void small_written_after_free(void) {
+  uint64_t *p = (uint64_t *)xmalloc(64);
+  free_opaque(p);
+  ((volatile uint64_t *)opaque_ptr(p))[1] = 7;
+  allocate_on(64, 2);
 }
 
 static void small_interior(void) {
@@ -70,6 +118,7 @@ static void large_twice(void) {
   char *p = xmalloc(40000);
   free_opaque(p);
   free_opaque(p);
+  allocate_on(40000, 4);
 }
 
 /* given back to its SuperSlab in between (the thread cache is flushed) */
@@ -113,6 +162,17 @@ static void realloc_freed(void) {
   realloc_opaque(p, 200);
 }
 
+/* back in its slab (a flush, then malloc_trim sends parked blocks home),
+ * which another block keeps in use */
+static void realloc_freed_home(void) {
+  char *p = xmalloc(64), *q = xmalloc(64);
+  free_opaque(p);
+  hak_thread_flush();
+  malloc_trim(0);
+  realloc_opaque(p, 200);
+  free_opaque(q);
+}
+
 static void realloc_interior(void) {
   char *p = xmalloc(256);
   realloc_opaque(p + 32, 100);
@@ -150,7 +210,10 @@ static const misuse_t cases[] = {
     {"free(another mapping)", foreign_mapping, "hakmem: free of invalid pointer 0x"},
     {"free(p); free(p), 32 B", small_twice, "hakmem: double free of 0x"},
     {"free(p); free(q); free(p), 48 B", small_twice_apart, "hakmem: double free of 0x"},
+    {"free(p); free(q); free(p), 80 B, then a flush", small_twice_flushed, "hakmem: double free of 0x"},
+    {"free(p); free(q); free(p), 96 B, then a flush and malloc_trim", small_twice_trimmed, "hakmem: double free of 0x"},
     {"double free after 5000 frees and a flush", small_twice_after_flush, "hakmem: double free of 0x"},
+    {"a write into a freed 64-byte block", small_written_after_free, "hakmem: double free of 0x"},
     {"free(48-byte block + 16)", small_interior, "hakmem: free of 0x"},
     {"free(p); free(p), 40000 B", large_twice, "hakmem: double free of 0x"},
     {"double free of 300000 B after a flush", large_twice_after_release, "hakmem: double free of 0x"},
@@ -160,6 +223,7 @@ static const misuse_t cases[] = {
     {"free(16 MiB block + 8 MiB)", huge_interior, "hakmem: free of 0x"},
     {"free(16 MiB block + 64)", huge_interior_near, "hakmem: free of 0x"},
     {"realloc of a freed block", realloc_freed, "hakmem: realloc of 0x"},
+    {"realloc of a freed block back in its slab", realloc_freed_home, "hakmem: realloc of 0x"},
     {"realloc(256-byte block + 32)", realloc_interior, "hakmem: realloc of 0x"},
     {"realloc(static array)", realloc_foreign, "hakmem: realloc of invalid pointer 0x"},
     {"realloc of a freed 8 MiB block", realloc_huge_freed, "hakmem: realloc of 0x"},
