@@ -111,9 +111,10 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
     errno = ENOMEM;
     return NULL;
   }
-  tc->head[cls] = next_free(chain, cls);
+  void *p = hand_out(chain, cls);
+  tc->head[cls] = hk_next(p);
   tc->room[cls] = (int16_t)(tc->room[cls] - (int)(n - 1));
-  return hand_out(chain, cls);
+  return p;
 }
 
 /* Puts up to n blocks of class cls in an empty list of the cache. */
