@@ -109,7 +109,7 @@ typedef struct hk_front {
 typedef struct hk_tcache {
   void *head[HK_NCLASS + 1];    /* free blocks per class, ending at HK_END; head[0] stays HK_END */
   int16_t room[HK_NCLASS + 1];  /* capacity - length; free overflows below 0 */
-  uint8_t state;                /* HK_TC_*: zero-initialised TLS is UNINIT */
+  uint8_t state;                /* HK_TC_*: a new thread's is UNINIT (0) */
   uint8_t arena;                /* SuperSlab arena of the thread's new slabs */
   size_t large_bound;           /* at least the bytes of large blocks cached (slow paths only) */
   uint32_t large_misses;        /* large blocks the list did not have: the budget grows with them */

@@ -85,8 +85,9 @@ static void *alloc_uncached(hk_tcache_t *tc, unsigned cls) {
     errno = ENOMEM;
     return NULL;
   }
-  if (n > 1) give(tc, cls, hk_next(chain), n - 1);
-  return hand_out(chain, cls);
+  void *p = hand_out(chain, cls);
+  if (n > 1) give(tc, cls, hk_next(p), n - 1);
+  return p;
 }
 
 static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
