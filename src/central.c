@@ -255,7 +255,7 @@ static void release(hk_central_t *c, hk_slab_t *s) {
  * back to its SuperSlab unless it is the class's only empty slab and `keep`. */
 static void slab_put(hk_central_t *c, unsigned cls, void *b, bool keep) {
   hk_slab_t *s = hk_slab_of(b);
-  if (hk_unlikely(!hk_is_free(b))) hk_misuse_freed(b, cls);  /* on a list twice, handed out once */
+  hk_expect_free(b, cls);  /* on a list twice, one copy handed out */
   if (hk_unlikely(s->cls != cls || s->nfree >= s->carved)) hk_fatal("free(): double free or corrupted block", b);
   hk_mark_home(b);
 #if HAK_CHECKS
@@ -290,7 +290,7 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
     /* Each block marked home before any is released: one that is on the
      * chain twice is found before its memory can serve anything else. */
     for (void *b = chain; b != HK_END; b = hk_next(b)) {
-      if (hk_unlikely(!hk_is_free(b))) hk_misuse_freed(b, cls);
+      hk_expect_free(b, cls);
       hk_mark_home(b);
     }
     if (hk_class_in_regions(cls)) hk_huge_release_class(cls, chain);

@@ -219,9 +219,16 @@ static inline uint64_t *hk_canary_at(void *p, uintptr_t cls) {
  * a batch, its complement on its slab's list, anything else (0 from malloc)
  * in the program's hands. */
 static inline bool hk_is_free(const void *p) { return ((const uint64_t *)p)[1] == hk_fast.free_key; }
-#define hk_mark_free(p) (((uint64_t *)(p))[1] = hk_fast.free_key)
+static inline void hk_mark_free(void *p) { ((uint64_t *)p)[1] = hk_fast.free_key; }
 static inline bool hk_is_home(const void *p) { return ((const uint64_t *)p)[1] == ~hk_fast.free_key; }
-#define hk_mark_home(p) (((uint64_t *)(p))[1] = ~hk_fast.free_key)
+static inline void hk_mark_home(void *p) { ((uint64_t *)p)[1] = ~hk_fast.free_key; }
+HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse_freed(const void *p, unsigned cls);
+/* The slow paths' check of a block on a list or chain of class cls: one not
+ * marked free was freed twice (a copy is in the program's hands), or
+ * written after its free. */
+static inline void hk_expect_free(const void *p, unsigned cls) {
+  if (hk_unlikely(!hk_is_free(p))) hk_misuse_freed(p, cls);
+}
 
 /* A block goes to the program: no longer marked free; in the hardened build,
  * with its canary. */
@@ -617,9 +624,6 @@ HK_HIDDEN __attribute__((noreturn)) void hk_fatal(const char *what, const void *
     if (HAK_CHECKS && hk_unlikely(!(cond))) hk_fatal("internal check failed: " what, NULL); \
   } while (0)
 HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse(const char *call, const void *p, uintptr_t cls);
-/* A block on a free list found not marked free (or home): freed twice, or
- * written after its free. */
-HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse_freed(const void *p, unsigned cls);
 HK_HIDDEN void hk_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 HK_HIDDEN void hk_os_stats_print(void);
 HK_HIDDEN void hk_stats_out(ptrdiff_t bytes);  /* bytes handed out of the central caches grew/shrank */

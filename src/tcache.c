@@ -66,14 +66,14 @@ static void set_cap(hk_tcache_t *tc, unsigned cls, int cap) {
 
 /* The first block of a chain from the central cache, to the program. */
 static void *hand_out(void *p, unsigned cls) {
-  if (hk_unlikely(!hk_is_free(p))) hk_misuse_freed(p, cls);
+  hk_expect_free(p, cls);
   hk_block_out(p, cls);
   return p;
 }
 
 /* The block after b on a list or chain, which b must be a free block of. */
 static void *next_free(void *b, unsigned cls) {
-  if (hk_unlikely(!hk_is_free(b))) hk_misuse_freed(b, cls);
+  hk_expect_free(b, cls);
   return hk_next(b);
 }
 
