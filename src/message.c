@@ -39,7 +39,7 @@ void hk_misuse(const char *call, const void *p, uintptr_t cls) {
   if (cls - 1 < HK_NCLASS) {
     size = hk_classes[cls].size - HK_CANARY;
     live = !hk_on_boundary(p, cls);
-    if (HAK_HARDENED && !live && ((const uint64_t *)p)[1] != hk_fast.free_key) {
+    if (HAK_HARDENED && !live && !hk_is_free(p) && !hk_is_home(p)) {
       hk_message("hakmem: %s of %p: the block was overrun, its canary is overwritten (block size %zu)\n", call, p,
                  size);
       abort();

@@ -6,7 +6,9 @@
  * - a write into a freed block that changes its free-list link, found when
  *   the link is followed;
  * - an overrun off the end of a huge block, stopped by its guard page;
- * and fresh blocks come in an order that cannot be foretold. */
+ * and fresh blocks come in an order that cannot be foretold, and their
+ * links and canaries hold a key drawn for the process, which a program
+ * that knows the heap's addresses still cannot forge. */
 #include "testutil.h"
 
 #include <malloc.h>
@@ -78,6 +80,22 @@ static void fresh_blocks_in_random_order(void) {
   for (int i = 0; i < N; i++) free(p[i]);
 }
 
+/* Key 0 would leave a freed block's link the next block's address XORed with
+ * its own, and a canary a function of the block's address alone. */
+static void links_and_canaries_keyed(void) {
+  char *a = malloc(64), *b = malloc(64), *c = malloc(40);
+  uint64_t canary;
+  memcpy(&canary, c + malloc_usable_size(c), sizeof canary);
+  CHECK(canary != (uint64_t)(uintptr_t)c * 0x9e3779b97f4a7c15ull);
+  free_opaque(a);
+  free_opaque(b);  /* b's link now leads to a */
+  uint64_t link;
+  memcpy(&link, opaque_ptr(b), sizeof link);  /* read while b is free: hakmem wrote it last */
+  CHECK(link != (uintptr_t)a);
+  CHECK(link != ((uintptr_t)a ^ (uintptr_t)b));
+  free(c);
+}
+
 int main(void) {
   test_init();
   CHECK_MSG(hakmem_active(), "this test needs hakmem");
@@ -95,5 +113,6 @@ int main(void) {
               c->name, c->message);
   }
   RUN(fresh_blocks_in_random_order);
+  RUN(links_and_canaries_keyed);
   return 0;
 }
