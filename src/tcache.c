@@ -96,6 +96,8 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
     if (tc->state == HK_TC_DEAD) return alloc_uncached(tc, cls);
     hk_thread_init(tc);
+    void *p = hk_tcache_pop(cls);  /* prewarm may have filled the list */
+    if (p) return p;
   }
   /* The list ran dry: the class is in demand, its capacity grows back. */
   tc->overflows[cls] = 0;

@@ -25,6 +25,20 @@ static void *new_thread(void *arg) {
   return arg;
 }
 
+/* A thread whose first call takes a block of a prewarmed class: the block
+ * comes from the prewarmed list, which keeps the rest, its length what the
+ * cache counts. */
+static void *first_malloc_in_a_prewarmed_class(void *arg) {
+  void *p = malloc(16);
+  unsigned cls = hk_size_to_class(16);
+  int listed = (int)hk_chain_length(hk_tc.head[cls], 1u << 20);
+  CHECK_MSG(listed == cached(16), "16-byte blocks: %d on the list, %d counted", listed, cached(16));
+  if (expected[0]) CHECK_MSG(listed == expected[0] - 1, "16-byte blocks: %d on the list, %d expected", listed,
+                             expected[0] - 1);
+  free(p);
+  return arg;
+}
+
 typedef struct prewarm_case {
   const char *name;
   const char *env[4];
@@ -50,6 +64,8 @@ int main(int argc, char **argv) {
       pthread_t t;
       memcpy(expected, cases[i].expected, sizeof expected);
       CHECK(pthread_create(&t, NULL, new_thread, NULL) == 0);
+      CHECK(pthread_join(t, NULL) == 0);
+      CHECK(pthread_create(&t, NULL, first_malloc_in_a_prewarmed_class, NULL) == 0);
       CHECK(pthread_join(t, NULL) == 0);
       return 0;
     }
