@@ -193,7 +193,8 @@ extern const uint64_t hk_list_end[2] HK_HIDDEN;
 
 /* Free-list links: the first word of a free block.  The hardened build keeps
  * them encoded with a per-process key and the link's own address, and checks
- * each one it reads: a link an overflow has written points nowhere valid. */
+ * each one it reads: a link an overflow has written points nowhere valid.
+ * A list ends at HK_END, or at NULL for a slab's own list. */
 static inline __attribute__((always_inline)) void hk_set_next(void *b, void *next) {
   if (HAK_HARDENED) next = (void *)((uintptr_t)next ^ hk_fast.link_key ^ (uintptr_t)b);
   *(void **)b = next;
@@ -203,8 +204,8 @@ static inline __attribute__((always_inline)) void *hk_next(const void *b) {
   void *n = *(void *const *)b;
   if (!HAK_HARDENED) return n;
   n = (void *)((uintptr_t)n ^ hk_fast.link_key ^ (uintptr_t)b);
-  if (n != HK_END && hk_unlikely(!hk_map_covers(n) || hk_map_get(n) != hk_map_get(b) ||
-                       !hk_on_boundary(n, hk_map_get(n))))
+  if (n != HK_END && n != NULL && hk_unlikely(!hk_map_covers(n) || hk_map_get(n) != hk_map_get(b) ||
+                                     !hk_on_boundary(n, hk_map_get(n))))
     hk_corrupted(b);
   return n;
 }

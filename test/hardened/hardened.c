@@ -18,14 +18,16 @@ static void free_opaque(void *p) { free(opaque_ptr(p)); }
 static void overrun_small(void) {
   char *p = malloc(40);
   size_t n = malloc_usable_size(p);
-  memset(p, 1, n + 1);  /* one byte too many */
+  char past = (char)~p[n];  /* unlike the canary's byte there, whatever the key */
+  memset(p, 1, n);
+  p[n] = past;  /* one byte too many */
   free_opaque(p);
 }
 
 static void overrun_large(void) {
   char *p = malloc(100000);
   size_t n = malloc_usable_size(p);
-  p[n] = 7;
+  p[n] = (char)~p[n];
   free_opaque(p);
 }
 
@@ -80,6 +82,25 @@ static void fresh_blocks_in_random_order(void) {
   for (int i = 0; i < N; i++) free(p[i]);
 }
 
+/* Blocks given back to their slabs (every other one of a slab, by a flush
+ * and malloc_trim) are handed out again: their slab's list, which ends at
+ * NULL, is followed to its end. */
+static void blocks_from_their_slabs_again(void) {
+  enum { N = 20000 };
+  static char *v[N];
+  void (*flush)(void) = (void (*)(void))hakmem_sym("hak_thread_flush");
+  CHECK(flush != NULL);
+  for (int i = 0; i < N; i++) v[i] = malloc(48);
+  for (int i = 0; i < N; i += 2) free(v[i]);
+  flush();
+  malloc_trim(0);
+  for (int i = 0; i < N; i += 2) {
+    v[i] = malloc(48);
+    memset(v[i], i & 0xff, 48);
+  }
+  for (int i = 0; i < N; i++) free(v[i]);
+}
+
 /* Key 0 would leave a freed block's link the next block's address XORed with
  * its own, and a canary a function of the block's address alone. */
 static void links_and_canaries_keyed(void) {
@@ -114,5 +135,6 @@ int main(void) {
   }
   RUN(fresh_blocks_in_random_order);
   RUN(links_and_canaries_keyed);
+  RUN(blocks_from_their_slabs_again);
   return 0;
 }
