@@ -46,7 +46,7 @@ const hk_option_t hk_option_table[] = {
      "what was given back"},
     {"HAKMEM_LARGE_CACHE", FIELD(large_cache), HK_OPT_SIZE, {64 << 20, 32 << 20, 8 << 20}, (size_t)1 << 40, NULL,
      "bytes of 32 KiB-1 MiB blocks all thread caches together may hold (per thread: 256 KiB, "
-     "growing to 8 MiB as the thread takes many)"},
+     "growing to 8 MiB, then 16 MiB, as the thread takes many)"},
     {"HAKMEM_HUGE_THP", FIELD(huge_thp), HK_OPT_BOOL, {1, 1, 0}, 1, NULL,
      "blocks above 1 MiB live on transparent huge pages where the kernel allows"},
     {"HAKMEM_SS_THP", FIELD(ss_thp), HK_OPT_BOOL, {1, 0, 0}, 1, NULL,
@@ -96,7 +96,7 @@ static bool parse(const hk_option_t *o, const char *s, size_t *out) {
   }
   if (p == s) return false;
   if (o->type == HK_OPT_SIZE && *p) {
-    const char *units = "KMG", *u = strchr(units, *p & ~0x20);
+    const char *units = "KMG", *u = *p & ~0x20 ? strchr(units, *p & ~0x20) : NULL;  /* not the NUL */
     if (!u) return false;
     unsigned shift = 10 * (unsigned)(u - units + 1);
     if (v > (SIZE_MAX >> shift)) return false;

@@ -137,6 +137,10 @@ static void every_bad_value_is_reported(void) {
   run_with(too_big, &res);
   CHECK_MSG(strstr(res.err, "hakmem: ignoring HAKMEM_WARM_POOL_SIZE=99999 (expected a whole number, at most 1024)"
                                "; using 4") != NULL, "%s", res.err);
+  /* a size with a character after its digits that is no unit */
+  const char *trailing_space[] = {"HAKMEM_LARGE_CACHE=1 ", NULL};
+  run_with(trailing_space, &res);
+  CHECK_MSG(strstr(res.err, "hakmem: ignoring HAKMEM_LARGE_CACHE=1 ") != NULL, "%s", res.err);
 }
 
 int main(int argc, char **argv) {
