@@ -284,7 +284,7 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
 
 static void release_units(hk_region_t *r, unsigned u, unsigned n) {
   bits_clear(r->used, u, n);
-  if (hk_opt.purge_delay_ms == 0) {
+  if (hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF) {
     for (unsigned i = u, end = u + n; i < end;) {
       unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
       decommit_units(r, k, hk_bits(i % 64, len));
@@ -417,8 +417,9 @@ void hk_huge_release_class(unsigned cls, void *chain) {
 }
 
 /* A jumbo region for `size` bytes: one from the cache whose block is at
- * 2 MiB and at most a quarter too big, else a new one.  Called with
- * huge_lock held. */
+ * most a quarter too big, else a new one.  A cached region keeps the offset
+ * of its block (2 MiB, or the alignment it was made for: a multiple of 2
+ * MiB that serves any request here).  Called with huge_lock held. */
 static void *jumbo_alloc(size_t size, size_t alignment, bool zero) {
   size_t offset = hk_max(hk_min(alignment, HK_REGION_SIZE), HK_GRANULE);
   size_t total = offset + hk_align_up(hk_max(size, 1), hk_os_page_size());  /* a block within its mapping */
@@ -431,9 +432,9 @@ static void *jumbo_alloc(size_t size, size_t alignment, bool zero) {
       if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&resident, -(ptrdiff_t)cap);
       r->dirty[0] = r->dirty_old[0] = 0;
       r->used[0] = 1;
-      if (zero && r->stale[0]) memset((uint8_t *)r + offset, 0, size);
+      if (zero && r->stale[0]) memset((uint8_t *)r + r->offset, 0, size);
       r->stale[0] = 1;
-      return (uint8_t *)r + offset;
+      return (uint8_t *)r + r->offset;
     }
   }
   hk_region_t *r = region_map(total, offset, alignment);
@@ -644,6 +645,7 @@ void *hk_huge_realloc(void *p, size_t size) {
  * shared ones beyond the first, and cached jumbo ones.  Returns the bytes. */
 size_t hk_huge_purge(int mode, size_t want) {
   size_t bytes = 0;
+  if (hk_opt.decommit == HK_DECOMMIT_OFF) return 0;  /* free memory stays, counted as resident */
   unsigned empty = 0;  /* the first empty region stays */
   bool pending = false;
   pthread_mutex_lock(&huge_lock);

@@ -157,10 +157,11 @@ void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target) {
 }
 
 /* Gives pages back as HAKMEM_SS_MEM_LEAN_DECOMMIT says: DONTNEED (they read
- * as zero afterwards), FREE (the kernel takes them when it needs memory; until
- * then they keep their contents) or OFF (they stay). */
+ * as zero afterwards) or FREE (the kernel takes them when it needs memory;
+ * until then they keep their contents).  Under OFF the purges give nothing
+ * back and never call this. */
 void hk_os_decommit(void *p, size_t size) {
-  if (hk_opt.decommit == HK_DECOMMIT_OFF) return;
+  hk_assert(hk_opt.decommit != HK_DECOMMIT_OFF, "decommit under HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF");
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
   madvise(p, size, hk_opt.decommit == HK_DECOMMIT_FREE ? MADV_FREE : MADV_DONTNEED);
 }

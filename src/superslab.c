@@ -28,11 +28,15 @@ static hk_arena_t arenas[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD_
 static atomic_uint next_arena;
 static atomic_size_t used_units;  /* units given to slabs, in all arenas */
 static atomic_uint superslabs_mapped;  /* ever, in all arenas */
-static unsigned narenas = 1;  /* arenas in use: one per CPU the process may run on, up to HK_ARENAS */
+static unsigned narenas = 1;  /* arenas new threads are given: one per CPU the process may run on, up to HK_ARENAS */
+static unsigned arenas_used = 1;  /* arenas that may hold memory: the most narenas has been (mallopt lowers it) */
 
 /* More arenas than CPUs would not lessen contention, only spread free
  * memory over more places where other threads cannot reuse it. */
-void hk_arenas_init(unsigned cpus) { narenas = hk_max(hk_min(cpus, HK_ARENAS), 1u); }
+void hk_arenas_init(unsigned cpus) {
+  narenas = hk_max(hk_min(cpus, HK_ARENAS), 1u);
+  arenas_used = hk_max(arenas_used, narenas);
+}
 
 unsigned hk_arena_assign(void) {
   return atomic_fetch_add_explicit(&next_arena, 1, memory_order_relaxed) % narenas;
@@ -42,7 +46,7 @@ static uint64_t resident_free(const hk_superslab_t *ss) { return ss->dirty | ss-
 
 size_t hk_superslab_resident(void) {
   size_t bytes = 0;
-  for (unsigned i = 0; i < narenas; i++) bytes += __atomic_load_n(&arenas[i].resident, __ATOMIC_RELAXED);
+  for (unsigned i = 0; i < arenas_used; i++) bytes += __atomic_load_n(&arenas[i].resident, __ATOMIC_RELAXED);
   return bytes;
 }
 
@@ -167,8 +171,8 @@ hk_slab_t *hk_slab_new(unsigned cls) {
   hk_superslab_t *ss = take_units(a, ci->units, &unit, false);
   pthread_mutex_unlock(&a->lock);
   /* Before the process grows: free units of the other arenas. */
-  for (unsigned i = 1; !ss && i < narenas; i++) {
-    hk_arena_t *other = &arenas[(hk_tc.arena + i) % narenas];
+  for (unsigned i = 1; !ss && i < arenas_used; i++) {
+    hk_arena_t *other = &arenas[(hk_tc.arena + i) % arenas_used];
     pthread_mutex_lock(&other->lock);
     ss = take_units(other, ci->units, &unit, false);
     pthread_mutex_unlock(&other->lock);
@@ -207,7 +211,7 @@ static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab) {
   hk_assert((ss->used & bits) == bits, "SuperSlab units released twice");
   ss->used &= ~bits;
   atomic_fetch_sub_explicit(&used_units, slab->units, memory_order_relaxed);
-  if (hk_opt.purge_delay_ms == 0) {
+  if (hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF) {
     decommit_units(ss, bits);
   } else {
     ss->dirty |= bits;
@@ -327,6 +331,7 @@ static size_t purge_oldest(hk_arena_t *a, size_t want) {
 
 size_t hk_superslab_purge(int mode, size_t want) {
   size_t bytes = 0;
+  if (hk_opt.decommit == HK_DECOMMIT_OFF) return 0;  /* free memory stays, counted as resident */
   for (unsigned i = 0; i < HK_ARENAS && (mode != HK_PURGE_DIRTY || bytes < want); i++) {
     pthread_mutex_lock(&arenas[i].lock);
     bytes += mode == HK_PURGE_DIRTY ? purge_oldest(&arenas[i], want - bytes) : purge_arena(&arenas[i], mode);

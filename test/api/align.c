@@ -185,6 +185,31 @@ static void very_large_alignments(void) {
     }
 }
 
+/* A big block with a large alignment, freed, then the same size without
+ * one (and with calloc): the memory the first came from may serve the
+ * others, which must be blocks like any other. */
+static void big_aligned_then_plain(void) {
+  size_t big = (size_t)200 << 20;
+  for (size_t align = (size_t)4 << 20; align <= ((size_t)64 << 20); align *= 4) {
+    unsigned char *a = aligned_alloc(align, big);
+    CHECK(a != NULL);
+    CHECK_ALIGNED(a, align);
+    a[0] = a[big - 1] = 0x5a;
+    free(a);
+    unsigned char *b = malloc(big);
+    CHECK(b != NULL);
+    CHECK(malloc_usable_size(b) >= big);
+    b[0] = b[big - 1] = 0x33;
+    unsigned char *c = realloc(b, big + 4096);
+    CHECK(c != NULL && c[0] == 0x33 && c[big - 1] == 0x33);
+    free(c);
+    unsigned char *z = calloc(1, big);
+    CHECK(z != NULL && z[0] == 0 && z[big - 1] == 0);
+    CHECK(malloc_usable_size(z) >= big);
+    free(z);
+  }
+}
+
 /* Size 0 with every alignment: blocks like any other, distinct, that realloc
  * grows and free releases (malloc_usable_size may say 0). */
 static void zero_size_aligned_blocks(void) {
@@ -243,6 +268,7 @@ int main(void) {
   RUN(huge_results_are_aligned);
   RUN(aligned_allocations);
   RUN(very_large_alignments);
+  RUN(big_aligned_then_plain);
   RUN(aligned_mixed_with_malloc);
   RUN(zero_size_aligned_blocks);
   return 0;

@@ -229,6 +229,33 @@ static void glibc_calls(void) {
   for (int i = 0; i < 100; i++) free(p[i]);
 }
 
+static void *large_blocks_freed(void *arg) {
+  void *v[100];
+  for (int i = 0; i < 100; i++) v[i] = malloc(100 << 10);
+  for (int i = 0; i < 100; i++) free(v[i]);
+  hak_thread_flush();
+  return arg;
+}
+
+/* Memory freed in an arena stays counted when mallopt(M_ARENA_MAX) gives
+ * new threads fewer arenas than before. */
+static void fewer_arenas(void) {
+  CHECK_EQ(mallopt(M_ARENA_MAX, 2), 1);
+  for (int i = 0; i < 2; i++) {  /* new threads take the arenas in turn */
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, large_blocks_freed, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+  }
+  hak_stats_get(&before);
+  CHECK_EQ(mallopt(M_ARENA_MAX, 1), 1);
+  hak_stats_get(&after);
+  printf("  free resident: %zu before, %zu after M_ARENA_MAX 1\n", before.free_resident_bytes,
+         after.free_resident_bytes);
+  CHECK(before.free_resident_bytes >= 10 * MiB);
+  CHECK(after.free_resident_bytes + MiB >= before.free_resident_bytes);
+  CHECK_EQ(mallopt(M_ARENA_MAX, 2), 1);
+}
+
 /* ---- at exit, and while threads run ----------------------------------- */
 
 static void exit_output(void) {
@@ -309,6 +336,7 @@ int main(int argc, char **argv) {
   RUN(os_figures);
   RUN(text_and_json);
   RUN(glibc_calls);
+  RUN(fewer_arenas);
   RUN(exit_output);
   RUN(snapshots_while_threads_run);
   return 0;

@@ -96,9 +96,41 @@ static void growth_maps_nothing(void) {
   CHECK(d.mapped_bytes >= c.mapped_bytes + ((size_t)140 << 20));
 }
 
-int main(void) {
+/* With HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF free memory stays resident, and
+ * counted so: malloc_trim gives nothing back and says so. */
+static void decommit_off_keeps_memory(void) {
+  static void *small[SMALL];
+  void *huge[HUGE];
+  hak_stats_t s;
+  hak_os_stats_t a, b;
+  grow(small, huge);
+  for (int i = 0; i < SMALL; i++) free(small[i]);
+  for (int i = 0; i < HUGE; i++) free(huge[i]);
+  hak_thread_flush();
+  hak_os_stats(&a);
+  int trimmed = malloc_trim(0);
+  hak_os_stats(&b);
+  hak_stats_get(&s);
+  printf("  malloc_trim %d, madvise %llu -> %llu, free resident %zu MiB\n", trimmed, a.madvise_calls,
+         b.madvise_calls, s.free_resident_bytes >> 20);
+  CHECK_EQ(trimmed, 0);
+  CHECK_EQ(b.madvise_calls, a.madvise_calls);
+  CHECK_EQ(b.munmap_calls, a.munmap_calls);
+  CHECK(s.free_resident_bytes >= ((size_t)250 << 20));
+}
+
+int main(int argc, char **argv) {
   test_init();
   CHECK_MSG(hakmem_active(), "this test needs hakmem");
+  if (argc > 1) {
+    RUN(decommit_off_keeps_memory);
+    return 0;
+  }
+  child_result_t res;
+  const char *env[] = {"HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF", NULL};
+  run_self("off", env, 60, &res);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "decommit off: %s\n%s", describe_status(res.status),
+            res.err);
   RUN(growth_maps_nothing);
   RUN(no_os_calls_in_steady_state);
   return 0;
