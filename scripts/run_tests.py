@@ -98,7 +98,7 @@ class Kind:
 # Directories of compiled tests; "plain" is build/test/X, any other build
 # build/test/<build>/X.
 KINDS = {
-    "api": Kind("plain", ("static", "standard", "ubsan"), glibc=True),
+    "api": Kind("plain", ("static", "standard", "hardened", "ubsan"), glibc=True),
     "preload": Kind("plain"),
     "hakmem": Kind("static", ("standard", "observe", "hardened", "ubsan", "asan", "tsan")),
     "hardened": Kind("hardened"),

@@ -245,19 +245,20 @@ test-always:
 
 # ---- make stress: the stress test, for long ----
 #   make stress [STRESS_SECONDS=600] [STRESS_THREADS=4] [STRESS_SEED=0x...]
-#               [STRESS_BUILD=static|standard|preload]
+#               [STRESS_BUILD=static|standard|hardened|preload]
 # Killed (and failed) if it runs two minutes past its time.
 STRESS_SECONDS ?= 600
 STRESS_THREADS ?= 4
 STRESS_BUILD   ?= static
 STRESS_PROG_static   := $(TEST_OUT)/static/stress
 STRESS_PROG_standard := $(TEST_OUT)/standard/stress
+STRESS_PROG_hardened := $(TEST_OUT)/hardened/stress
 STRESS_PROG_preload  := $(TEST_OUT)/stress
 STRESS_PROG := $(STRESS_PROG_$(STRESS_BUILD))
 
 .PHONY: stress
 stress: lib
-	@test -n "$(STRESS_PROG)" || { echo "STRESS_BUILD must be static, standard or preload"; exit 2; }
+	@test -n "$(STRESS_PROG)" || { echo "STRESS_BUILD must be static, standard, hardened or preload"; exit 2; }
 	@$(MAKE) --no-print-directory $(STRESS_PROG)
 	HAKMEM_TEST_ALLOCATOR=hakmem $(if $(filter preload,$(STRESS_BUILD)),LD_PRELOAD=$(LIBSO)) \
 	  timeout -k 10 $$(($(STRESS_SECONDS) + 120)) $(STRESS_PROG) --seconds $(STRESS_SECONDS) \

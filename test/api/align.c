@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test-builds: hardened */
 /* Alignment: every malloc/calloc/realloc result is 16-byte aligned, for all
  * sizes up to 70000 (every size to 4 KiB, then sampled) and for huge sizes;
  * posix_memalign, aligned_alloc and memalign honour every power of two from

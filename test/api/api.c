@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test-builds: static ubsan */
+/* test-builds: static ubsan hardened */
 /* Semantics of the standard allocation API, edge cases included, as glibc
  * defines them: malloc(0), free(NULL), calloc zeroing and overflow, requests
  * too large to satisfy, realloc with NULL / 0 / an impossible size,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test-builds: static standard ubsan */
+/* test-builds: static standard ubsan hardened */
 /* Cross-thread frees.  Producers allocate and fill blocks and pass them
  * through queues to consumers, which verify them and free them (some after a
  * realloc): every block is freed by a thread other than its owner, while the

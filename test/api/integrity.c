@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test-builds: standard ubsan */
+/* test-builds: standard ubsan hardened */
 /* Content integrity: thousands of live blocks of random sizes (1 B to 2 MiB,
  * plus huge ones of 4 to 64 MiB), each filled with a pattern of its own and
  * verified before it is freed; then a long random sequence of malloc, calloc,

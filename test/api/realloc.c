@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test-builds: static ubsan */
+/* test-builds: static ubsan hardened */
 /* realloc: growing and shrinking across all size ranges keeps the content
  * prefix; growing within malloc_usable_size returns the same pointer; moving
  * to a much larger size copies the content; huge blocks (8 MiB -> 64 MiB ->

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test-builds: static standard */
+/* test-builds: static standard hardened */
 /* Stress: worker threads (4 at a time by default) allocate, check, resize
  * and free blocks of random sizes over every size class (1 B to 1 MiB) and
  * huge blocks (1 to 64 MiB, rarer) with random lifetimes, for a given time.

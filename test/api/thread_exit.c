@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test-builds: standard ubsan */
+/* test-builds: standard ubsan hardened */
 /* Thread exit.  Threads, one after the other, allocate and free a lot and
  * exit: what they cached must be reused, so the footprint (hakmem's mapped
  * bytes, or VmRSS) stays flat over hundreds of them.  Also, a thread's TLS

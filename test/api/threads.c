@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test-builds: static standard ubsan */
+/* test-builds: static standard ubsan hardened */
 /* Threads: 16 threads run random sequences of malloc, calloc, realloc,
  * aligned_alloc and free on blocks that carry their own size and seed, and
  * verify every block they touch.  One op in ten swaps the block with a shared
