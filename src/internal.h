@@ -37,7 +37,7 @@
  *       hk_misuse                         an invalid or interior pointer, a freed huge block
  *
  * Fast-path size on x86-64 (gcc 12 -O2), in instructions, hit case:
- * malloc 13, free 17, ret aside; `objdump -d build/libhakmem.so` at <__libc_malloc> and
+ * malloc 14, free 18, ret aside; `objdump -d build/libhakmem.so` at <__libc_malloc> and
  * <__libc_free> shows them, and `make bench-callgrind` counts them per
  * random_mixed iteration.
  *
@@ -54,8 +54,9 @@
  *   hakmem's slabs (class 0), or it is not on a block boundary of its slab
  *   (every slab of a small class is one unit, so the offset in the unit
  *   tells, with one multiplication: hk_on_boundary);
- * - a block freed twice: free marks every block free with a key in its
- *   second word, which malloc checks and clears as it hands the block out.  A block freed twice sits on a list twice; the
+ * - a block freed twice: free marks every block free with a per-process
+ *   random key in its second word, which malloc checks and clears as it
+ *   hands the block out.  A block freed twice sits on a list twice; the
  *   first copy handed out loses the mark, so malloc, reaching the second,
  *   finds it unmarked (as it finds one the program wrote into after its
  *   free) and aborts before the block is handed out twice.  free reads
@@ -146,7 +147,7 @@ typedef struct hk_fast {
   uint8_t *map;               /* the class map (class_map.c): a byte per unit...; the
                                  256 words before map[0] are hk_class_magic's table */
   size_t map_units;           /* ... of the units below its ceiling */
-  uint64_t free_key;          /* hardened build: in word 1 of every free block (init.c) */
+  uint64_t free_key;          /* in word 1 of every free block (init.c) */
   uint64_t link_key;          /* hardened build: free-list links are encoded with it */
 } hk_fast_t;
 extern hk_fast_t hk_fast HK_HIDDEN;
@@ -184,8 +185,7 @@ HK_HIDDEN __attribute__((noreturn, cold)) void hk_corrupted(const void *b);
 
 /* The end of every list and chain of free blocks that thread caches hold or
  * trade with the central cache: a readable block whose key word never
- * matches the free key (which is odd, or the hardened build's 0 before
- * set-up), so that malloc's one check
+ * matches the free key (odd once set, 0 before), so that malloc's one check
  * of a list's first block also finds an empty list.  Slabs' own lists of
  * blocks at home end at NULL. */
 extern const uint64_t hk_list_end[2] HK_HIDDEN;
@@ -218,19 +218,11 @@ static inline uint64_t *hk_canary_at(void *p, uintptr_t cls) {
 
 /* Word 1 of a block says where it is: the free key on a thread's list or in
  * a batch, its complement on its slab's list, anything else (0 from malloc)
- * in the program's hands.  The key is a constant, which both fast paths take
- * as an immediate operand instead of loading it: a secret would stop no
- * forgery where links are plain.  The hardened build, whose links are
- * encoded, draws its key per process (init.c).  Keys are odd: never 0, nor
- * HK_END's 2. */
-#define HK_FREE_KEY ((uint64_t)(int64_t)(int32_t)0xa5c3e1f7)  /* 32 bits, sign-extended: an immediate */
-static inline __attribute__((always_inline)) uint64_t hk_free_key(void) {
-  return HAK_HARDENED ? hk_fast.free_key : HK_FREE_KEY;
-}
-static inline bool hk_is_free(const void *p) { return ((const uint64_t *)p)[1] == hk_free_key(); }
-static inline void hk_mark_free(void *p) { ((uint64_t *)p)[1] = hk_free_key(); }
-static inline bool hk_is_home(const void *p) { return ((const uint64_t *)p)[1] == ~hk_free_key(); }
-static inline void hk_mark_home(void *p) { ((uint64_t *)p)[1] = ~hk_free_key(); }
+ * in the program's hands. */
+static inline bool hk_is_free(const void *p) { return ((const uint64_t *)p)[1] == hk_fast.free_key; }
+static inline void hk_mark_free(void *p) { ((uint64_t *)p)[1] = hk_fast.free_key; }
+static inline bool hk_is_home(const void *p) { return ((const uint64_t *)p)[1] == ~hk_fast.free_key; }
+static inline void hk_mark_home(void *p) { ((uint64_t *)p)[1] = ~hk_fast.free_key; }
 HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse_freed(const void *p, unsigned cls);
 /* The slow paths' check of a block on a list or chain of class cls: one not
  * marked free was freed twice (a copy is in the program's hands), or
