@@ -133,6 +133,7 @@ typedef struct hk_class_info {
   uint32_t size;           /* block size */
   uint16_t capacity;       /* blocks in one slab */
   uint8_t units;           /* 64 KiB units one slab spans */
+  uint16_t first;          /* offset of a slab's first block in its first unit (see hk_on_boundary) */
   int16_t cap;             /* thread cache capacity (blocks) */
   uint16_t batch;          /* blocks moved from the central cache per refill */
 } hk_class_info_t;
@@ -161,21 +162,46 @@ static inline __attribute__((always_inline)) bool hk_map_covers(const void *p) {
 }
 
 /* Whether p, in a unit whose class map entry is cls, is where a block of a
- * small or large class starts: its offset in the unit is a multiple of the
- * block size (and cls is a class at all).  For an
- * offset below 2^16 and a size below 2^32, offset * ceil(2^32 / size), taken
- * mod 2^32, is below ceil(2^32 / size) exactly when size divides the offset
- * (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019). */
-/* By class map entry: ceil(2^32 / block size); 0 for entries that are not a
- * class, which no pointer passes.  Kept just before the class map, so that
- * free reaches both from one base. */
-static inline __attribute__((always_inline)) uint32_t hk_class_magic(uintptr_t cls) {
-  return ((const uint32_t *)hk_fast.map)[(intptr_t)cls - 256];
+ * small or large class starts: its offset in the unit, less the offset of
+ * the slab's first block, is a multiple of the block size (and cls is a
+ * class at all).  For a numerator below 2^16 and a size below 2^32,
+ * n * ceil(2^32 / size), taken mod 2^32, is below ceil(2^32 / size) exactly
+ * when size divides n (Lemire, Kaser and Kurz, "Faster remainder by direct
+ * computation", 2019); an offset below the first block gives a numerator
+ * just below 2^32, which no block size divides that way.  A slab's blocks
+ * end at the end of its unit and the room a block size leaves over is before
+ * the first: were it after the last, the offset where it starts would be a
+ * multiple of the size too, and a free of that pointer would pass. */
+/* By class map entry: ceil(2^32 / block size), and the slab's first block
+ * offset times that, mod 2^32; 0 for entries that are not a class, which no
+ * pointer passes.  Kept in the 2 KiB just before the class map, so that free
+ * reaches them from the map's base. */
+typedef struct hk_class_magic {
+  uint32_t m, first;
+} hk_class_magic_t;
+static inline __attribute__((always_inline)) const hk_class_magic_t *hk_class_magic(uintptr_t cls) {
+  return &((const hk_class_magic_t *)hk_fast.map)[(intptr_t)cls - 256];
 }
 
 static inline __attribute__((always_inline)) bool hk_on_boundary(const void *p, uintptr_t cls) {
-  uint32_t m = hk_class_magic(cls);
-  return (uint32_t)((uint32_t)(uint16_t)(uintptr_t)p * m) < m;
+  const hk_class_magic_t *k = hk_class_magic(cls);
+  uint32_t n = (uint16_t)(uintptr_t)p;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  /* Written out: gcc 12 spends an instruction on the entry's address. */
+  _Static_assert(sizeof(hk_class_magic_t) == 8 && offsetof(hk_class_magic_t, first) == 4, "entry layout");
+  (void)k, (void)n;
+  __asm__ goto("movzwl %w[p], %%r11d\n\t"
+               "imull -2048(%[map],%[cls],8), %%r11d\n\t"
+               "subl -2044(%[map],%[cls],8), %%r11d\n\t"
+               "cmpl -2048(%[map],%[cls],8), %%r11d\n\t"
+               "jae %l[no]"
+               : : [p] "r"(p), [map] "r"(hk_fast.map), [cls] "r"(cls) : "r11", "cc" : no);
+  return true;
+no:
+  return false;
+#else
+  return (uint32_t)(n * k->m - k->first) < k->m;
+#endif
 }
 
 HK_HIDDEN void *hk_malloc_slow(size_t size);
@@ -395,7 +421,7 @@ static inline bool hk_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
  * 16..256 B in steps of 16, then 8 classes per doubling up to 1 MiB: at most
  * 12.5 % of a block is lost to rounding (about 6 % on average). */
 HK_HIDDEN void hk_size_classes_init(void);
-HK_HIDDEN void hk_class_magic_fill(uint32_t *magic);  /* the 256 words of hk_class_magic */
+HK_HIDDEN void hk_class_magic_fill(hk_class_magic_t *magic);  /* the 256 entries of hk_class_magic */
 
 /* Class of a size 1..HK_CLASS_MAX, by arithmetic (the table serves the fast path). */
 static inline unsigned hk_size_to_class(size_t n) {

@@ -12,10 +12,10 @@ static uint32_t class_size(unsigned c) {
 }
 
 /* Small classes: one 64 KiB unit per slab, so that the slab of a block
- * starts at its unit and free() checks a block boundary with the offset in
- * the unit alone (hk_on_boundary).  The tail left after the last block
- * (up to a third of the unit for some classes above 16 KiB) is never carved,
- * so never touched: it costs address space, not memory.  Large classes: one
+ * starts in its unit and free() checks a block boundary with the offset in
+ * the unit alone (hk_on_boundary).  The room left over by the blocks (up to
+ * a third of the unit for some classes above 16 KiB) comes before the first
+ * one and is never touched: it costs address space, not memory.  Large classes: one
  * block per slab, so that a freed block gives its units back to the
  * SuperSlab for blocks of any size. */
 static unsigned slab_units(uint32_t size) {
@@ -29,6 +29,7 @@ void hk_size_classes_init(void) {
     ci->size = size;
     ci->units = (uint8_t)slab_units(size);
     ci->capacity = (uint16_t)(ci->units * HK_UNIT_SIZE / size);
+    ci->first = (uint16_t)(ci->units == 1 ? HK_UNIT_SIZE - ci->capacity * size : 0);
     /* Per class and thread: 16..512 blocks of up to 1 KiB (about 64 KiB),
      * about 128 KiB of 1..32 KiB blocks (113 down to 4 of them).  Large blocks have
      * no per-class capacity: every free of one asks hk_free_overflow, which
@@ -48,7 +49,9 @@ void hk_size_classes_init(void) {
   for (unsigned i = 0; i <= HK_TABLE_MAX; i++) hk_class_table[i] = (uint8_t)hk_size_to_class(i == 0 ? 1 : i);
 }
 
-void hk_class_magic_fill(uint32_t *magic) {
-  for (unsigned c = 1; c <= HK_NCLASS; c++)
-    magic[c] = (uint32_t)((((uint64_t)1 << 32) + hk_classes[c].size - 1) / hk_classes[c].size);
+void hk_class_magic_fill(hk_class_magic_t *magic) {
+  for (unsigned c = 1; c <= HK_NCLASS; c++) {
+    magic[c].m = (uint32_t)((((uint64_t)1 << 32) + hk_classes[c].size - 1) / hk_classes[c].size);
+    magic[c].first = magic[c].m * hk_classes[c].first;
+  }
 }

@@ -187,7 +187,7 @@ hk_slab_t *hk_slab_new(unsigned cls) {
   for (unsigned i = 0; i < ci->units; i++) ss->head_unit[unit + i] = (uint8_t)unit;
   hk_slab_t *slab = &ss->slabs[unit];
   slab->free = NULL;
-  slab->start = (uint8_t *)ss + (size_t)unit * HK_UNIT_SIZE;
+  slab->start = (uint8_t *)ss + (size_t)unit * HK_UNIT_SIZE + ci->first;
   slab->block_size = ci->size;
   slab->capacity = ci->capacity;
   slab->carved = 0;

@@ -114,6 +114,19 @@ static void small_interior(void) {
   free_opaque(p + 16);
 }
 
+/* 48-byte blocks (40 asked, with the hardened build's canary 48) do not
+ * fill a 64 KiB unit: where another would start after the last one, and the
+ * unit's first bytes, are not blocks. */
+static void small_past_the_last_block(void) {
+  uintptr_t unit = (uintptr_t)xmalloc(40) & ~(uintptr_t)0xffff;
+  free_opaque((void *)(unit + 65536 / 48 * 48));
+}
+
+static void small_unit_start(void) {
+  uintptr_t unit = (uintptr_t)xmalloc(40) & ~(uintptr_t)0xffff;
+  free_opaque((void *)unit);
+}
+
 static void large_twice(void) {
   char *p = xmalloc(40000);
   free_opaque(p);
@@ -216,7 +229,10 @@ static const misuse_t cases[] = {
     {"free(p); free(q); free(p), 96 B, then a flush and malloc_trim", small_twice_trimmed, "hakmem: double free of 0x", NULL},
     {"double free after 5000 frees and a flush", small_twice_after_flush, "hakmem: double free of 0x", NULL},
     {"a write into a freed 64-byte block", small_written_after_free, "hakmem: double free of 0x", NULL},
-    {"free(48-byte block + 16)", small_interior, "hakmem: free of 0x", NULL},
+    {"free(48-byte block + 16)", small_interior, "hakmem: free of 0x…, inside a block", NULL},
+    {"free(where a 48-byte block would follow a slab's last)", small_past_the_last_block,
+     "hakmem: free of 0x…, inside a block", NULL},
+    {"free(the first byte of a slab of 48-byte blocks)", small_unit_start, "hakmem: free of invalid pointer 0x", NULL},
     {"free(p); free(p), 40000 B", large_twice, "hakmem: double free of 0x", NULL},
     {"double free of 300000 B after a flush", large_twice_after_release, "hakmem: double free of 0x", NULL},
     {"free(40000-byte block + 4096)", large_interior, "hakmem: free of 0x", NULL},

@@ -59,13 +59,14 @@ UNIT_TEST(fast_path_table_agrees_with_the_arithmetic) {
 }
 
 /* A slab holds as many blocks as fit in its units.  Small classes take one
- * unit (so that a block boundary is an offset in the unit); large classes
- * hold one block in the units it needs.  The boundary check's constant says
- * exactly which offsets in a unit start a block. */
+ * unit (so that a block boundary is an offset in the unit), their blocks
+ * ending at its end; large classes hold one block in the units it needs.
+ * The boundary check's constants say exactly which offsets in a unit start
+ * a block: none after the last block, none before the first. */
 UNIT_TEST(slab_geometry) {
   unsigned c;
   hk_size_classes_init();
-  uint32_t magic[256] = {0};
+  hk_class_magic_t magic[256] = {{0, 0}};
   hk_class_magic_fill(magic);
   for (c = 1; c <= HK_NCLASS; c++) {
     size_t size = info(c)->size, units = info(c)->units, cap = info(c)->capacity;
@@ -78,13 +79,17 @@ UNIT_TEST(slab_geometry) {
                 "large class %u (%zu B): %zu blocks in %zu units", c, size, cap, units);
     else
       CHECK_MSG(units == 1, "class %u (%zu B): %zu units", c, size, units);
+    size_t first = info(c)->first;
+    CHECK_MSG(units > 1 ? first == 0 : first + cap * size == bytes, "class %u (%zu B): first block at %zu", c,
+              size, first);
     for (uint32_t off = 0; off < HK_UNIT_SIZE; off++) {
-      int starts = off % size == 0, passes = (uint32_t)(off * magic[c]) < magic[c];
+      int starts = off >= first && (off - first) % size == 0;
+      int passes = (uint32_t)(off * magic[c].m - magic[c].first) < magic[c].m;
       CHECK_MSG(starts == passes, "class %u (%zu B), offset %u: boundary %d, check %d", c, size, off, starts, passes);
     }
   }
-  for (c = HK_NCLASS + 1; c < 256; c++) CHECK_EQ(magic[c], 0);
-  CHECK_EQ(magic[0], 0);
+  for (c = HK_NCLASS + 1; c < 256; c++) CHECK(magic[c].m == 0 && magic[c].first == 0);
+  CHECK(magic[0].m == 0 && magic[0].first == 0);
 }
 
 /* Per thread and class: 16..512 blocks (at most 64 KiB) up to 1 KiB, as many
