@@ -22,7 +22,8 @@
 
 /* Before set-up: no class (all its magic words 0), one unit. */
 static struct {
-  hk_class_magic_t magic[256];
+  uint64_t magic_first[256];
+  uint32_t magic[256];
   uint8_t unit0;
 } before_setup;
 hk_fast_t hk_fast = {.map = &before_setup.unit0, .map_units = 1};
@@ -60,7 +61,7 @@ void hk_class_map_init(void) {
     uint8_t *map = roomy ? hk_os_reserve(bytes + space) : NULL;
     bool with_space = map != NULL;
     if (!map && !(map = hk_os_reserve(bytes))) continue;
-    hk_class_magic_fill((hk_class_magic_t *)(map + HK_PAGE_SIZE) - 256);  /* the page before the map */
+    hk_class_magic_fill((uint32_t *)(map + HK_PAGE_SIZE) - 256);  /* the page before the map */
     hk_fast.map = map + HK_PAGE_SIZE;
     __atomic_store_n(&hk_fast.map_units, ceiling >> HK_UNIT_SHIFT, __ATOMIC_RELEASE);
     hk_os_set_ceiling(ceiling);

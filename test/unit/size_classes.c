@@ -66,7 +66,12 @@ UNIT_TEST(fast_path_table_agrees_with_the_arithmetic) {
 UNIT_TEST(slab_geometry) {
   unsigned c;
   hk_size_classes_init();
-  hk_class_magic_t magic[256] = {{0, 0}};
+  static struct {
+    uint64_t first[256];
+    uint32_t magic[256];
+  } t;  /* as before the class map */
+  uint32_t *magic = t.magic;
+  const uint64_t *magic_first = t.first;
   hk_class_magic_fill(magic);
   for (c = 1; c <= HK_NCLASS; c++) {
     size_t size = info(c)->size, units = info(c)->units, cap = info(c)->capacity;
@@ -84,12 +89,12 @@ UNIT_TEST(slab_geometry) {
               size, first);
     for (uint32_t off = 0; off < HK_UNIT_SIZE; off++) {
       int starts = off >= first && (off - first) % size == 0;
-      int passes = (uint32_t)(off * magic[c].m - magic[c].first) < magic[c].m;
+      int passes = (uint32_t)(off * magic[c] - (uint32_t)magic_first[c]) < magic[c];
       CHECK_MSG(starts == passes, "class %u (%zu B), offset %u: boundary %d, check %d", c, size, off, starts, passes);
     }
   }
-  for (c = HK_NCLASS + 1; c < 256; c++) CHECK(magic[c].m == 0 && magic[c].first == 0);
-  CHECK(magic[0].m == 0 && magic[0].first == 0);
+  for (c = HK_NCLASS + 1; c < 256; c++) CHECK(magic[c] == 0 && magic_first[c] == 0);
+  CHECK(magic[0] == 0 && magic_first[0] == 0);
 }
 
 /* Per thread and class: 16..512 blocks (at most 64 KiB) up to 1 KiB, as many
