@@ -118,8 +118,9 @@ void *hk_os_space_take(size_t size) {
     if (atomic_compare_exchange_weak_explicit(&space_taken[k], &taken, taken | 1ull << i, memory_order_acquire,
                                               memory_order_relaxed)) {
       account_mapped(size);
-      if (k == 0 && i > 0 && hk_opt.ss_thp && !atomic_exchange(&space_advised, true))
-        hk_os_advise_huge(space + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
+      /* all but the first SuperSlab's first half: see spares_map (superslab.c) */
+      if (k == 0 && hk_opt.ss_thp && !atomic_exchange(&space_advised, true))
+        hk_os_advise_huge(space + HK_SS_SIZE / 2, HK_SPACE_SS - HK_SS_SIZE / 2);
       return space + pools[k].offset + i * size;
     }
   }

@@ -84,12 +84,15 @@ static bool spares_map(void) {
       hk_os_unmap(p, n * HK_SS_SIZE);
       continue;
     }
-    /* Transparent huge pages map 2 MiB per page fault instead of 4 KiB, but
-     * a huge page is resident whole: the process's first SuperSlab stays on
-     * small pages, so that a small program stays small.  A huge page's
-     * untouched units are resident but not counted as such, and purging
-     * leaves them: so only the speed profile takes them. */
-    if (hk_opt.ss_thp && mapped > 0) hk_os_advise_huge(p, n * HK_SS_SIZE);
+    /* Transparent huge pages map 2 MiB per page fault instead of 4 KiB (and
+     * one TLB entry covers them), but a huge page is resident whole: the
+     * first half of the process's first SuperSlab, where its first slabs go
+     * (the lowest units first), stays on small pages, so that a small
+     * program stays small.  A huge page's untouched units are resident but
+     * not counted as such, and purging leaves them: so only the speed
+     * profile takes them. */
+    size_t small = mapped > 0 ? 0 : HK_SS_SIZE / 2;
+    if (hk_opt.ss_thp) hk_os_advise_huge(p + small, n * HK_SS_SIZE - small);
     spare = p;
     nspare = n;
     return true;

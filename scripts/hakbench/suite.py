@@ -27,11 +27,15 @@ SUITE = (
         Bench(f"random_mixed-ws{ws}", "random_mixed", (20000000, ws, 1), (5000000, ws, 1), (20000, ws, 1))
         for ws in (1000, 10000, 100000)
     ),
+    Bench("random_mixed-16-128-ws100000", "random_mixed", (20000000, 100000, 1, 16, 128),
+          (5000000, 100000, 1, 16, 128), (20000, 1000, 1, 16, 128)),
     # blocks used as programs use them: both ends touched, or written whole
     Bench("random_touch-ends", "random_touch", (20000000, 400, 1, 16, 1040, "ends"),
           (5000000, 400, 1, 16, 1040, "ends"), (20000, 400, 1, 16, 1040, "ends")),
     Bench("random_touch-ends-16-128", "random_touch", (20000000, 1000, 1, 16, 128, "ends"),
           (5000000, 1000, 1, 16, 128, "ends"), (20000, 1000, 1, 16, 128, "ends")),
+    Bench("random_touch-ends-16-128-ws100000", "random_touch", (20000000, 100000, 1, 16, 128, "ends"),
+          (5000000, 100000, 1, 16, 128, "ends"), (20000, 1000, 1, 16, 128, "ends")),
     Bench("random_touch-whole", "random_touch", (10000000, 400, 1, 16, 1040, "whole"),
           (2000000, 400, 1, 16, 1040, "whole"), (20000, 400, 1, 16, 1040, "whole")),
     Bench("fixed_size-16", "fixed_size", (16, 50000000), (16, 10000000), (16, 10000)),
