@@ -61,7 +61,9 @@ void hk_class_map_init(void) {
     uint8_t *map = roomy ? hk_os_reserve(bytes + space) : NULL;
     bool with_space = map != NULL;
     if (!map && !(map = hk_os_reserve(bytes))) continue;
-    hk_class_magic_fill((uint32_t *)(map + HK_PAGE_SIZE) - 256);  /* the page before the map */
+    /* in the page before the map: hk_class_magic's words, hk_class_magic_first's before them */
+    uint32_t *magic = (uint32_t *)(map + HK_PAGE_SIZE) - 256;
+    hk_class_magic_fill(magic, (uint64_t *)magic - 256);
     hk_fast.map = map + HK_PAGE_SIZE;
     __atomic_store_n(&hk_fast.map_units, ceiling >> HK_UNIT_SHIFT, __ATOMIC_RELEASE);
     hk_os_set_ceiling(ceiling);

@@ -407,7 +407,8 @@ static inline bool hk_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
  * 16..256 B in steps of 16, then 8 classes per doubling up to 1 MiB: at most
  * 12.5 % of a block is lost to rounding (about 6 % on average). */
 HK_HIDDEN void hk_size_classes_init(void);
-HK_HIDDEN void hk_class_magic_fill(uint32_t *magic);  /* the 256 words of hk_class_magic, and hk_class_magic_first's */
+/* The 256 entries of hk_class_magic and of hk_class_magic_first. */
+HK_HIDDEN void hk_class_magic_fill(uint32_t *magic, uint64_t *first);
 
 /* Class of a size 1..HK_CLASS_MAX, by arithmetic (the table serves the fast path). */
 static inline unsigned hk_size_to_class(size_t n) {

@@ -49,8 +49,7 @@ void hk_size_classes_init(void) {
   for (unsigned i = 0; i <= HK_TABLE_MAX; i++) hk_class_table[i] = (uint8_t)hk_size_to_class(i == 0 ? 1 : i);
 }
 
-void hk_class_magic_fill(uint32_t *magic) {
-  uint64_t *first = (uint64_t *)(magic - 256) - 128;  /* [c] is hk_class_magic_first(c) */
+void hk_class_magic_fill(uint32_t *magic, uint64_t *first) {
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
     magic[c] = (uint32_t)((((uint64_t)1 << 32) + hk_classes[c].size - 1) / hk_classes[c].size);
     first[c] = (uint32_t)(magic[c] * hk_classes[c].first);

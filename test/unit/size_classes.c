@@ -72,7 +72,7 @@ UNIT_TEST(slab_geometry) {
   } t;  /* as before the class map */
   uint32_t *magic = t.magic;
   const uint64_t *magic_first = t.first;
-  hk_class_magic_fill(magic);
+  hk_class_magic_fill(magic, t.first);
   for (c = 1; c <= HK_NCLASS; c++) {
     size_t size = info(c)->size, units = info(c)->units, cap = info(c)->capacity;
     size_t bytes = units * HK_UNIT_SIZE;
