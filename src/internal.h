@@ -328,6 +328,8 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define HK_SS_SIZE ((size_t)1 << HK_SS_SHIFT)
 #define HK_SS_UNITS (HK_SS_SIZE / HK_UNIT_SIZE) /* 64 units; unit 0 holds the header */
 #define HK_SS_CHUNK 8                           /* most SuperSlabs mapped by one mmap */
+#define HK_SS_DENSE_PAGES 256                   /* resident pages that turn half of the first SuperSlab huge, */
+#define HK_SS_DENSE_EVERY 4                     /* looked at on every 4th new slab */
 #define HK_REGION_SIZE ((size_t)128 << 20)      /* huge blocks share regions this big, */
 #define HK_REGION_UNITS (HK_REGION_SIZE / HK_UNIT_SIZE)  /* cut into units */
 #define HK_REGION_WORDS (HK_REGION_UNITS / 64)
@@ -540,6 +542,8 @@ HK_HIDDEN size_t hk_os_page_size(void);
 HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, committed as touched */
 HK_HIDDEN void hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says */
 HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */
+HK_HIDDEN void hk_os_collapse_huge(void *p, size_t size);  /* and made of the pages there now */
+HK_HIDDEN unsigned hk_os_resident_pages(void *p, size_t size);  /* of [p, p+size), at most 512 pages */
 HK_HIDDEN void hk_os_protect(void *p, size_t size, bool access);  /* guard pages: access or not */
 HK_HIDDEN uint64_t hk_os_now_ms(void);
 HK_HIDDEN unsigned hk_os_cpus(void);  /* CPUs the process may run on */

@@ -85,9 +85,9 @@ void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
  * shared huge regions in the rest.  A slot is taken with an atomic bitmap
  * and given back with MADV_DONTNEED, so it reads as zero again, as a fresh
  * mapping does: a process that grows to a few hundred MiB makes no mmap or
- * munmap call for its SuperSlabs and regions, and one madvise, when a
- * second SuperSlab is first taken, gives all the SuperSlabs but the first huge
- * pages (HAKMEM_SS_THP): a program that needs one makes none.  Without a space
+ * munmap call for its SuperSlabs and regions, and one madvise, when the
+ * first SuperSlab is taken, gives all the SuperSlabs but the first huge pages
+ * (HAKMEM_SS_THP).  Without a space
  * (under an address-space limit or strict overcommit) or once it is full,
  * the callers map their own (hk_os_map_aligned). */
 #define HK_SPACE_SS ((size_t)256 << 20)
@@ -118,9 +118,9 @@ void *hk_os_space_take(size_t size) {
     if (atomic_compare_exchange_weak_explicit(&space_taken[k], &taken, taken | 1ull << i, memory_order_acquire,
                                               memory_order_relaxed)) {
       account_mapped(size);
-      /* all but the first SuperSlab's first half: see spares_map (superslab.c) */
+      /* all but the first SuperSlab: see spares_map (superslab.c) */
       if (k == 0 && hk_opt.ss_thp && !atomic_exchange(&space_advised, true))
-        hk_os_advise_huge(space + HK_SS_SIZE / 2, HK_SPACE_SS - HK_SS_SIZE / 2);
+        hk_os_advise_huge(space + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
       return space + pools[k].offset + i * size;
     }
   }
@@ -175,6 +175,25 @@ void hk_os_protect(void *p, size_t size, bool access) {
 void hk_os_advise_huge(void *p, size_t size) {
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
   madvise(p, size, MADV_HUGEPAGE);
+}
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1; older kernels refuse it with EINVAL */
+#endif
+
+unsigned hk_os_resident_pages(void *p, size_t size) {
+  unsigned char vec[512];
+  size_t pages = hk_min(size / HK_PAGE_SIZE, sizeof vec);
+  unsigned n = 0;
+  if (mincore(p, pages * HK_PAGE_SIZE, vec)) return 0;
+  for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
+  return n;
+}
+
+void hk_os_collapse_huge(void *p, size_t size) {
+  hk_os_advise_huge(p, size);
+  atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
+  madvise(p, size, MADV_COLLAPSE);
 }
 
 uint64_t hk_os_now_ms(void) {

@@ -86,18 +86,44 @@ static bool spares_map(void) {
     }
     /* Transparent huge pages map 2 MiB per page fault instead of 4 KiB (and
      * one TLB entry covers them), but a huge page is resident whole: the
-     * first half of the process's first SuperSlab, where its first slabs go
-     * (the lowest units first), stays on small pages, so that a small
-     * program stays small.  A huge page's untouched units are resident but
-     * not counted as such, and purging leaves them: so only the speed
-     * profile takes them. */
-    size_t small = mapped > 0 ? 0 : HK_SS_SIZE / 2;
-    if (hk_opt.ss_thp) hk_os_advise_huge(p + small, n * HK_SS_SIZE - small);
+     * process's first SuperSlab, where its first slabs go, starts on small
+     * pages, so that a small program stays small (small_ss_densify).  A huge
+     * page's untouched units are resident but not counted as such, and
+     * purging leaves them: so only the speed profile takes them. */
+    size_t small = mapped > 0 ? 0 : HK_SS_SIZE;
+    if (hk_opt.ss_thp && n * HK_SS_SIZE > small) hk_os_advise_huge(p + small, n * HK_SS_SIZE - small);
     spare = p;
     nspare = n;
     return true;
   }
   return false;
+}
+
+/* The process's first SuperSlab, on small pages (spares_map; os.c for the
+ * space), and which of its halves have been turned into huge pages since it
+ * was last taken (bit h: half h). */
+static hk_superslab_t *_Atomic small_ss;
+static atomic_uint small_halves_huge, slabs_made;
+
+/* Turns each half of the first SuperSlab whose pages are mostly resident
+ * into one huge page (looked at on every HK_SS_DENSE_EVERY-th new slab, with
+ * mincore: a slab's pages are written as its blocks are handed out): a
+ * program whose blocks fill 2 MiB there gets the TLB reach (and the fewer
+ * page faults) of the SuperSlabs after it, 16-1040 B at 10 000 live blocks
+ * 12 % faster, while one with a few blocks in each of many size classes (a
+ * slab of 64 KiB per class, a page or two of it written) stays on small
+ * pages: 2 MiB resident at 400 live 16-1040 B blocks, where a huge page made
+ * it 4.  The kernel copies the half's pages, about 0.5 ms, once. */
+static void small_ss_densify(void) {
+  hk_superslab_t *ss = atomic_load_explicit(&small_ss, memory_order_relaxed);
+  for (unsigned h = 0; h < 2; h++) {
+    uint8_t *half = (uint8_t *)ss + h * (HK_SS_SIZE / 2);
+    if (atomic_load_explicit(&small_halves_huge, memory_order_relaxed) >> h & 1 ||
+        hk_os_resident_pages(half, HK_SS_SIZE / 2) < HK_SS_DENSE_PAGES ||
+        atomic_fetch_or_explicit(&small_halves_huge, 1u << h, memory_order_relaxed) >> h & 1)
+      continue;
+    hk_os_collapse_huge(half, HK_SS_SIZE / 2);
+  }
 }
 
 /* A SuperSlab from the space reserved at start-up (os.c), or else one of the
@@ -114,7 +140,10 @@ static hk_superslab_t *superslab_map(hk_arena_t *a) {
     pthread_mutex_unlock(&spare_lock);
     if (!ss) return NULL;
   }
-  atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed);
+  if (atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed) == 0 && hk_opt.ss_thp)
+    atomic_store_explicit(&small_ss, ss, memory_order_relaxed);
+  if (ss == atomic_load_explicit(&small_ss, memory_order_relaxed))
+    atomic_store_explicit(&small_halves_huge, 0, memory_order_relaxed);  /* its pages are gone */
   ss->used = HK_SS_RESERVED;  /* fresh mappings are zero otherwise */
   if (HAK_HARDENED) hk_os_protect((uint8_t *)ss + HK_SS_SIZE - HK_UNIT_SIZE, HK_UNIT_SIZE, false);
   ss->arena = (uint8_t)(a - arenas);
@@ -186,6 +215,10 @@ hk_slab_t *hk_slab_new(unsigned cls) {
     pthread_mutex_unlock(&a->lock);
   }
   if (!ss) return NULL;
+  if (hk_unlikely(atomic_load_explicit(&small_halves_huge, memory_order_relaxed) != 3 &&
+                  atomic_load_explicit(&small_ss, memory_order_relaxed)) &&
+      atomic_fetch_add_explicit(&slabs_made, 1, memory_order_relaxed) % HK_SS_DENSE_EVERY == 0)
+    small_ss_densify();
 
   for (unsigned i = 0; i < ci->units; i++) ss->head_unit[unit + i] = (uint8_t)unit;
   hk_slab_t *slab = &ss->slabs[unit];

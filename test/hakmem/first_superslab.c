@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/* hakmem only, speed profile.  The process's first SuperSlab starts on small
+ * pages: a program with a few blocks in each of many size classes keeps it
+ * so (no huge page there, and the SuperSlabs after it untouched), and a half
+ * of it whose pages its blocks fill becomes one huge page.  Skipped where the
+ * kernel has no transparent huge pages or cannot collapse small pages into
+ * one (MADV_COLLAPSE, Linux 6.1). */
+#include <sys/mman.h>
+#include "testutil.h"
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+#define SS_SIZE ((uintptr_t)4 << 20)
+
+/* AnonHugePages of the mapping that holds address a, in KiB, from smaps. */
+static long anon_huge_kib(uintptr_t a) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  CHECK(f != NULL);
+  char line[512];
+  bool inside = false;
+  long kib = -1;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      if (inside) break;
+      inside = lo <= a && a < hi;
+    } else if (inside && sscanf(line, "AnonHugePages: %ld kB", &kib) == 1) {
+      break;
+    }
+  }
+  fclose(f);
+  CHECK_MSG(kib >= 0, "no mapping at %#lx in smaps", (unsigned long)a);
+  return kib;
+}
+
+/* Whether madvise can collapse a range into a huge page here. */
+static bool can_collapse(void) {
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  char mode[128] = "";
+  if (!f) return false;
+  bool ok = fgets(mode, sizeof mode, f) && !strstr(mode, "[never]");
+  fclose(f);
+  if (!ok) return false;
+  size_t size = (size_t)2 << 20;
+  uint8_t *m = mmap(NULL, 2 * size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(m != MAP_FAILED);
+  uint8_t *p = (uint8_t *)(((uintptr_t)m + size - 1) & ~(uintptr_t)(size - 1));
+  p[0] = 1;
+  ok = madvise(p, size, MADV_COLLAPSE) == 0;
+  munmap(m, 2 * size);
+  return ok;
+}
+
+enum { SMALL_PER_SIZE = 3, DENSE_BLOCKS = 100000 };
+static void *small[SMALL_PER_SIZE * 65];
+static void *dense[DENSE_BLOCKS];
+static uintptr_t first_ss;
+
+static void many_classes_stay_small(void) {
+  int k = 0;
+  for (size_t size = 16; size <= 1040; size += 16)
+    for (int i = 0; i < SMALL_PER_SIZE; i++) {
+      CHECK((small[k] = malloc(size)) != NULL);
+      memset(small[k++], 1, size);
+    }
+  first_ss = (uintptr_t)small[0] & ~(SS_SIZE - 1);
+  long lo = anon_huge_kib(first_ss), hi = anon_huge_kib(first_ss + SS_SIZE / 2);
+  printf("  %d blocks of 16-1040 B: huge pages in the first SuperSlab's halves %ld, %ld KiB\n", k, lo, hi);
+  CHECK_EQ(lo, 0);
+  CHECK_EQ(hi, 0);
+}
+
+/* 64-byte blocks until their class has 24 slabs: they fill units of the
+ * second half (the small blocks took the first), and no other SuperSlab. */
+static void filled_half_becomes_huge(void) {
+  static hak_stats_t stats;
+  const hak_class_stats_t *c64 = NULL;
+  int n = 0;
+  while (!c64 || c64->slabs < 24) {
+    CHECK(n < DENSE_BLOCKS);
+    CHECK((dense[n] = malloc(64)) != NULL);
+    memset(dense[n++], 2, 64);
+    hak_stats_get(&stats);
+    for (unsigned i = 0; i < stats.nclasses && !c64; i++)
+      if (stats.classes[i].block_size == 64) c64 = &stats.classes[i];
+    CHECK(c64 != NULL);
+  }
+  int outside = 0;
+  for (int i = 0; i < n; i++) outside += ((uintptr_t)dense[i] & ~(SS_SIZE - 1)) != first_ss;
+  long lo = anon_huge_kib(first_ss), hi = anon_huge_kib(first_ss + SS_SIZE / 2);
+  printf("  then %d blocks of 64 B (%d outside it): %ld, %ld KiB\n", n, outside, lo, hi);
+  CHECK_EQ(outside, 0);
+  CHECK_EQ(lo, 0);
+  CHECK(hi >= 2048);
+  for (int i = 0; i < n; i++) CHECK(((uint8_t *)dense[i])[63] == 2);
+  for (size_t i = 0; i < sizeof small / sizeof *small; i++) CHECK(((uint8_t *)small[i])[0] == 1);
+  for (int i = 0; i < n; i++) free(dense[i]);
+  for (size_t i = 0; i < sizeof small / sizeof *small; i++) free(small[i]);
+}
+
+int main(void) {
+  test_init();
+  CHECK_MSG(hakmem_active(), "this test needs hakmem");
+  if (!can_collapse()) {
+    printf("skip: no transparent huge pages, or no MADV_COLLAPSE\n");
+    return 77;
+  }
+  RUN(many_classes_stay_small);
+  RUN(filled_half_becomes_huge);
+  return 0;
+}
