@@ -99,7 +99,8 @@ typedef struct hak_stats {
   size_t in_use_bytes;            /* in blocks the program holds, huge ones included */
   size_t peak_in_use_bytes;       /* the most bytes ever out of the central caches (in use plus in
                                      thread caches), tracked on the slow paths in steps of 1 MiB
-                                     per thread: an upper bound, to within 1 MiB per thread */
+                                     per thread and by every hak_stats_get: to within 1 MiB per
+                                     thread, and never below a figure returned before */
   size_t thread_cached_bytes;     /* in blocks in thread caches */
   size_t central_cached_bytes;    /* in blocks parked in the central caches or free in slabs */
   size_t huge_blocks;             /* blocks above 1 MiB in use */

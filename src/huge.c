@@ -56,6 +56,7 @@ static hk_region_t *regions;       /* shared regions */
 static hk_region_t *jumbo_cache;   /* freed jumbo regions, newest first */
 static unsigned jumbo_cached;
 static size_t live_blocks, live_bytes;  /* blocks in use and the bytes of their units */
+static size_t peak_blocks, peak_bytes;  /* the most of each there has been (malloc_stats) */
 static size_t class_bytes;  /* bytes of the units of large-class blocks in use (hk_huge_take_class) */
 static size_t resident;  /* bytes of free units and cached jumbo regions still resident (huge_lock) */
 
@@ -467,6 +468,12 @@ static size_t unmap_cached(size_t want, size_t bytes) {
   return bytes;
 }
 
+/* Called with huge_lock held, after the live counts grew. */
+static void note_peaks(void) {
+  peak_blocks = hk_max(peak_blocks, live_blocks);
+  peak_bytes = hk_max(peak_bytes, live_bytes - live_blocks * HK_GUARD);
+}
+
 void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   hk_process_init();
   size_t limit = (size_t)PTRDIFF_MAX - HK_REGION_SIZE;
@@ -495,6 +502,7 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
     guard(region_of(p), p, true);
     live_blocks++;
     live_bytes += block_bytes(region_of(p), p);
+    note_peaks();
     hk_stats_out((ptrdiff_t)block_bytes(region_of(p), p));
   }
   pthread_mutex_unlock(&huge_lock);
@@ -591,7 +599,8 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
     return NULL;
   }
   if (!hk_os_remap(r, HK_GRANULE, HK_GRANULE, target)) {  /* the block goes back where it was */
-    hk_os_remap(target + HK_GRANULE, total - HK_GRANULE, old_size - HK_GRANULE, body);
+    if (hk_os_remap(target + HK_GRANULE, total - HK_GRANULE, old_size - HK_GRANULE, body))
+      hk_os_count_mapped(old_size - HK_GRANULE);  /* body was a hole, not a mapping counted as a target is */
     mark(old, HK_MAP_HUGE);
     hk_os_unmap(target, HK_GRANULE);
     return NULL;
@@ -625,6 +634,7 @@ void *hk_huge_realloc(void *p, size_t size) {
   if (q) {  /* resized where it was, or its pages moved: the same block */
     size_t bytes = block_bytes(now, q);
     live_bytes += bytes - old_bytes;
+    note_peaks();
     hk_stats_out((ptrdiff_t)bytes - (ptrdiff_t)old_bytes);
   }
   pthread_mutex_unlock(&huge_lock);
@@ -701,10 +711,10 @@ size_t hk_huge_purge(int mode, size_t want) {
   return bytes;
 }
 
-void hk_huge_counts(size_t *blocks, size_t *bytes) {
+void hk_huge_counts(size_t *blocks, size_t *bytes, bool peak) {
   pthread_mutex_lock(&huge_lock);
-  *blocks = live_blocks;
-  *bytes = live_bytes - live_blocks * HK_GUARD;
+  *blocks = peak ? peak_blocks : live_blocks;
+  *bytes = peak ? peak_bytes : live_bytes - live_blocks * HK_GUARD;
   pthread_mutex_unlock(&huge_lock);
 }
 

@@ -524,7 +524,7 @@ HK_HIDDEN void hk_huge_free(void *p);
 HK_HIDDEN void *hk_huge_realloc(void *p, size_t size);
 HK_HIDDEN size_t hk_huge_usable_size(const void *p);  /* 0 if p is not a huge block */
 HK_HIDDEN size_t hk_huge_block_of(const void *p, bool *live);
-HK_HIDDEN void hk_huge_counts(size_t *blocks, size_t *bytes);  /* in use, as the program sees them */
+HK_HIDDEN void hk_huge_counts(size_t *blocks, size_t *bytes, bool peak);  /* in use (or their peaks), as the program sees them */
 HK_HIDDEN size_t hk_huge_used_bytes(void);                      /* of the units in use */
 HK_HIDDEN size_t hk_huge_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
 HK_HIDDEN size_t hk_huge_resident(void);  /* bytes of free units and cached jumbo regions still resident */
@@ -538,9 +538,11 @@ HK_HIDDEN void hk_os_unmap(void *p, size_t size);  /* a slot of the space goes b
 HK_HIDDEN void hk_os_space_init(void *start, size_t size);
 HK_HIDDEN void *hk_os_space_take(size_t size);  /* HK_SS_SIZE or HK_REGION_SIZE; NULL if none free */
 HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target);
+HK_HIDDEN void hk_os_count_mapped(size_t size);  /* bytes a remap moved to where nothing was counted */
 HK_HIDDEN size_t hk_os_page_size(void);
 HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, committed as touched */
 HK_HIDDEN void hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says */
+HK_HIDDEN bool hk_os_huge_pages_available(void);  /* the kernel gives transparent huge pages to this process */
 HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */
 HK_HIDDEN void hk_os_collapse_huge(void *p, size_t size);  /* and made of the pages there now */
 HK_HIDDEN unsigned hk_os_resident_pages(void *p, size_t size);  /* of [p, p+size), at most 512 pages */
@@ -561,7 +563,7 @@ typedef struct hk_options {   /* every field a size_t, written through the table
   size_t lean_target_mb;      /* lean mode's cap on free resident memory */
   size_t large_cache;         /* bytes of large blocks all thread caches may hold */
   size_t huge_thp;            /* huge blocks on transparent huge pages */
-  size_t ss_thp;              /* SuperSlabs but the first on transparent huge pages */
+  size_t ss_thp;              /* SuperSlabs on transparent huge pages (the first: superslab.c) */
   size_t prewarm_all;         /* blocks prewarmed per class up to 2 KiB ... */
   size_t prewarm[8];          /* ... or per seeds' class C0..C7 (HK_OPT_UNSET: as prewarm_all) */
   size_t os_stats;            /* print OS-call counters at exit */

@@ -57,7 +57,9 @@ HK_EXPORT void malloc_stats(void) {
              s.in_use_bytes - s.huge_bytes);
   hk_message("Total (incl. mmap):\nsystem bytes     = %10zu\nin use bytes     = %10zu\n",
              s.committed_bytes, s.in_use_bytes);
-  hk_message("max mmap regions = %10zu\nmax mmap bytes   = %10zu\n", s.huge_blocks, s.peak_mapped_bytes);
+  size_t peak_blocks, peak_bytes;  /* glibc's mmapped chunks: hakmem's huge blocks */
+  hk_huge_counts(&peak_blocks, &peak_bytes, true);
+  hk_message("max mmap regions = %10zu\nmax mmap bytes   = %10zu\n", peak_blocks, peak_bytes);
 }
 
 /* glibc's XML, with hakmem's size classes as its bins. */
@@ -88,22 +90,22 @@ HK_EXPORT int malloc_info(int options, FILE *f) {
   return 0;
 }
 
-/* glibc's parameters: M_ARENA_MAX sets how many arenas hold SuperSlabs (for
- * threads started from then on); the others glibc defines are accepted and
- * ignored, since nothing in hakmem matches them (1, as glibc answers when it
- * takes one); an unknown one gets 0. */
+/* glibc's parameters and its answers: M_ARENA_MAX sets how many arenas hold
+ * SuperSlabs (for threads started from then on; 0 or less is ignored); the
+ * others are accepted and ignored, since nothing in hakmem matches them, but
+ * refused (0) where glibc refuses the value: M_MXFAST above 160 bytes or
+ * negative.  An unknown parameter gets 1, as from glibc 2.36. */
 HK_EXPORT int mallopt(int param, int value) {
   switch (param) {
     case M_ARENA_MAX:
-      if (value < 1) return 0;
+      if (value < 1) return 1;
       hk_process_init();
       hk_arenas_init((unsigned)value);
       return 1;
-    case M_MXFAST: case M_TRIM_THRESHOLD: case M_TOP_PAD: case M_MMAP_THRESHOLD: case M_MMAP_MAX:
-    case M_CHECK_ACTION: case M_PERTURB: case M_ARENA_TEST:
-      return 1;
+    case M_MXFAST:
+      return value >= 0 && value <= 80 * (int)sizeof(size_t) / 4;
     default:
-      return 0;
+      return 1;
   }
 }
 

@@ -146,6 +146,8 @@ static size_t read_option(const hk_option_t *o, size_t def, bool *from_env) {
 
 static uint32_t from_env_mask;  /* bit i: row i was set in the environment */
 
+static bool no_huge_pages;  /* the THP options were turned off: the kernel gives none */
+
 void hk_options_init(void) {
   bool env;
   hk_profile = (unsigned)read_option(&hk_option_table[0], HK_PROFILE_SPEED, &env);
@@ -153,6 +155,13 @@ void hk_options_init(void) {
     const hk_option_t *o = &hk_option_table[i];
     *field_of(o) = read_option(o, o->def[hk_profile], &env);
     if (env) from_env_mask |= 1u << i;
+  }
+  /* Where the kernel gives no huge pages (THP "never", or disabled for the
+   * process), the units beside a block a huge page would have made resident
+   * would be counted resident without being so. */
+  if ((hk_opt.huge_thp || hk_opt.ss_thp) && !hk_os_huge_pages_available()) {
+    hk_opt.huge_thp = hk_opt.ss_thp = 0;
+    no_huge_pages = true;
   }
 }
 
@@ -163,7 +172,9 @@ void hk_options_print(void) {
     const hk_option_t *o = &hk_option_table[i];
     char value[32];
     hk_option_format(o, *field_of(o), value, sizeof value);
-    const char *source = from_env_mask & (1u << i)                   ? "environment"
+    bool thp = field_of(o) == &hk_opt.huge_thp || field_of(o) == &hk_opt.ss_thp;
+    const char *source = thp && no_huge_pages                            ? "no huge pages from the kernel"
+                         : from_env_mask & (1u << i)                   ? "environment"
                          : o->def[hk_profile] != o->def[HK_PROFILE_SPEED] ? "profile"
                                                                           : "default";
     hk_message("hakmem:   %s=%s (%s)\n", o->name, value, source);

@@ -2,8 +2,11 @@
 /* OS layer: every mmap/munmap/mremap/madvise hakmem makes goes through here
  * and is counted. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <sched.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 #include "internal.h"
@@ -19,6 +22,8 @@ static void account_mapped(size_t size) {
                                                               memory_order_relaxed, memory_order_relaxed)) {
   }
 }
+
+void hk_os_count_mapped(size_t size) { account_mapped(size); }
 
 static void *map_at(void *hint, size_t size, int extra_flags) {
   atomic_fetch_add_explicit(&n_mmap, 1, memory_order_relaxed);
@@ -175,6 +180,16 @@ void hk_os_protect(void *p, size_t size, bool access) {
 void hk_os_advise_huge(void *p, size_t size) {
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
   madvise(p, size, MADV_HUGEPAGE);
+}
+
+bool hk_os_huge_pages_available(void) {
+  if (prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1) return false;
+  char mode[96] = "";
+  int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, mode, sizeof mode - 1);
+  close(fd);
+  return n > 0 && !strstr(mode, "[never]");
 }
 
 #ifndef MADV_COLLAPSE

@@ -16,14 +16,19 @@
 
 static atomic_size_t out_bytes, peak_out_bytes;
 
+/* Raises the peak to `now` if it is below; returns the peak. */
+static size_t note_peak(size_t now) {
+  size_t peak = atomic_load_explicit(&peak_out_bytes, memory_order_relaxed);
+  while (now > peak && !atomic_compare_exchange_weak_explicit(&peak_out_bytes, &peak, now, memory_order_relaxed,
+                                                              memory_order_relaxed)) {
+  }
+  return hk_max(peak, now);
+}
+
 /* Bytes out of the central caches: in use plus in thread caches. */
 void hk_stats_out(ptrdiff_t bytes) {
   size_t now = atomic_fetch_add_explicit(&out_bytes, (size_t)bytes, memory_order_relaxed) + (size_t)bytes;
-  size_t peak = atomic_load_explicit(&peak_out_bytes, memory_order_relaxed);
-  while (bytes > 0 && now > peak &&
-         !atomic_compare_exchange_weak_explicit(&peak_out_bytes, &peak, now, memory_order_relaxed,
-                                                memory_order_relaxed)) {
-  }
+  if (bytes > 0) note_peak(now);
 }
 
 /* The process's resident set, read with raw system calls. */
@@ -71,9 +76,10 @@ HK_EXPORT void hak_stats_get(hak_stats_t *s) {
     s->thread_cached_bytes += cs->thread_cached * size;
     s->central_cached_bytes += cs->central_cached * size;
   }
-  hk_huge_counts(&s->huge_blocks, &s->huge_bytes);
+  hk_huge_counts(&s->huge_blocks, &s->huge_bytes, false);
   s->in_use_bytes += s->huge_bytes;
-  s->peak_in_use_bytes = hk_max(atomic_load_explicit(&peak_out_bytes, memory_order_relaxed), s->in_use_bytes);
+  /* what is seen here counts too: the slow paths report in steps of up to 1 MiB per thread */
+  s->peak_in_use_bytes = note_peak(s->in_use_bytes + s->thread_cached_bytes);
   s->free_resident_bytes = hk_purge_resident();
   s->committed_bytes = hk_superslab_used_bytes() + hk_huge_used_bytes() + s->free_resident_bytes;
   hak_os_stats_t os;

@@ -137,8 +137,13 @@ static void glibc_malloc_extras(void) {
   struct mallinfo2 mi;
   void *p = malloc(1000);
   CHECK(devnull != NULL && p != NULL);
-  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
-  mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+  CHECK_EQ(mallopt(M_MMAP_THRESHOLD, 256 * 1024), 1);
+  CHECK_EQ(mallopt(M_TRIM_THRESHOLD, 1024 * 1024), 1);
+  /* what glibc refuses (0) and what it ignores (1) */
+  CHECK_EQ(mallopt(M_MXFAST, 161), 0);
+  CHECK_EQ(mallopt(M_MXFAST, -1), 0);
+  CHECK_EQ(mallopt(M_ARENA_MAX, 0), 1);
+  CHECK_EQ(mallopt(12345, 1), 1);
   malloc_trim(0);
   mi = mallinfo2();
   (void)mi;

@@ -11,6 +11,7 @@
 
 #include <malloc.h>
 #include <stdatomic.h>
+#include <sys/prctl.h>
 
 static hak_stats_t before, after;
 
@@ -33,9 +34,11 @@ static void blocks_in_use(void) {
   CHECK(after.in_use_bytes >= before.in_use_bytes + N * size);
   CHECK(after.peak_in_use_bytes >= after.in_use_bytes);
   CHECK(class_of(&after, 200)->slabs > 0 && class_of(&after, 200)->misses > class_of(&before, 200)->misses);
+  size_t peak = after.peak_in_use_bytes;
   for (int i = 0; i < N; i++) free(p[i]);
   hak_stats_get(&after);
   CHECK_EQ(class_of(&after, 200)->in_use, class_of(&before, 200)->in_use);
+  CHECK(after.peak_in_use_bytes >= peak);  /* a peak never goes down, even below the slow paths' 1 MiB steps */
   CHECK(class_of(&after, 200)->thread_cached > 0);  /* the thread keeps some */
 }
 
@@ -225,7 +228,7 @@ static void glibc_calls(void) {
   free(buf);
   CHECK_EQ(mallopt(M_ARENA_MAX, 2), 1);
   CHECK_EQ(mallopt(M_MMAP_THRESHOLD, 1 << 20), 1);
-  CHECK_EQ(mallopt(12345, 1), 0);
+  CHECK_EQ(mallopt(12345, 1), 1);
   for (int i = 0; i < 100; i++) free(p[i]);
 }
 
@@ -265,6 +268,11 @@ static void exit_output(void) {
   CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s", res.err);
   CHECK_MSG(strstr(res.err, "system bytes") && strstr(res.err, "in use") && strstr(res.err, "thread caches"),
             "%s", res.err);
+  /* glibc's high-water marks of its mmapped chunks: hakmem's huge blocks, both freed before */
+  const char *regions = strstr(res.err, "max mmap regions = "), *bytes = strstr(res.err, "max mmap bytes   = ");
+  CHECK_MSG(regions && bytes, "%s", res.err);
+  CHECK_EQ(strtoull(regions + 19, NULL, 10), 2);
+  CHECK(strtoull(bytes + 19, NULL, 10) >= 8 * MiB);
   const char *front[] = {"HAKMEM_TINY_FRONT_METRICS=1", NULL};
   run_self("allocate", front, 30, &res);
   CHECK(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0);
@@ -282,6 +290,31 @@ static void exit_output(void) {
   printf("  front metrics: %d rows, %llu misses in all\n", rows, misses);
   CHECK_EQ(rows, HAK_NCLASSES);
   CHECK(misses > 0);
+}
+
+/* A process the kernel gives no huge pages (PR_SET_THP_DISABLE, inherited
+ * across exec) counts as resident only what is: blocks of 100 B aligned to
+ * 2 MiB in huge regions leave no free units counted beside them. */
+static void no_huge_pages_counted_without_them(void) {
+  CHECK(prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0);
+  child_result_t res;
+  const char *env[] = {NULL};
+  run_self("no_thp", env, 30, &res);
+  CHECK(prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0) == 0);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
+}
+
+static void no_thp_child(void) {
+  void *p[8];
+  for (int i = 0; i < 8; i++) {
+    CHECK(posix_memalign(&p[i], 2 * MiB, 100) == 0);
+    memset(p[i], 1, 100);
+  }
+  hak_stats_get(&after);
+  printf("  8 blocks aligned to 2 MiB: %zu KiB free and resident, committed %zu KiB\n",
+         after.free_resident_bytes / 1024, after.committed_bytes / 1024);
+  CHECK(after.free_resident_bytes < MiB);
+  for (int i = 0; i < 8; i++) free(p[i]);
 }
 
 static atomic_int stop;
@@ -325,7 +358,14 @@ int main(int argc, char **argv) {
   if (argc > 1) {  /* a child of exit_output */
     void *p = malloc(100);
     free(p);
-    if (strcmp(argv[1], "malloc_stats") == 0) malloc_stats();
+    if (strcmp(argv[1], "no_thp") == 0) no_thp_child();
+    if (strcmp(argv[1], "malloc_stats") == 0) {
+      void *huge[2] = {malloc(3 * MiB), malloc(5 * MiB)};
+      CHECK(huge[0] && huge[1]);
+      free(huge[0]);
+      free(huge[1]);
+      malloc_stats();
+    }
     return 0;
   }
   RUN(blocks_in_use);
@@ -338,6 +378,7 @@ int main(int argc, char **argv) {
   RUN(glibc_calls);
   RUN(fewer_arenas);
   RUN(exit_output);
+  RUN(no_huge_pages_counted_without_them);
   RUN(snapshots_while_threads_run);
   return 0;
 }
