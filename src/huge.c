@@ -45,6 +45,7 @@ typedef struct hk_region {
   uint64_t dirty[HK_REGION_WORDS], dirty_old[HK_REGION_WORDS];  /* free units still resident, by purge epoch */
   uint64_t stale[HK_REGION_WORDS];  /* units that may hold old data (calloc clears them) */
   uint16_t run[HK_REGION_UNITS];    /* units of the block starting at each unit */
+  unsigned top;                     /* units from here on never used nor resident: not searched */
   struct hk_region *next, *prev;
 } hk_region_t;
 
@@ -76,7 +77,7 @@ static unsigned bits_op(uint64_t *w, unsigned at, unsigned n, int op) {
     uint64_t mask = hk_bits(i % 64, len);
     if (op == 0) w[k] &= ~mask;
     else if (op == 1) w[k] |= mask;
-    else count += (unsigned)__builtin_popcountll(w[k] & mask);
+    else count += (w[k] & mask) == mask ? len : (w[k] & mask) ? (unsigned)__builtin_popcountll(w[k] & mask) : 0;
     i += len;
   }
   return count;
@@ -85,14 +86,16 @@ static void bits_clear(uint64_t *w, unsigned at, unsigned n) { bits_op(w, at, n,
 static void bits_set(uint64_t *w, unsigned at, unsigned n) { bits_op(w, at, n, 1); }
 static unsigned bits_count(const uint64_t *w, unsigned at, unsigned n) { return bits_op((uint64_t *)w, at, n, 2); }
 
-/* The first unit from `from` on whose bit is `value`, or HK_REGION_UNITS. */
-static unsigned bits_next(const uint64_t *w, unsigned from, bool value) {
-  while (from < HK_REGION_UNITS) {
-    uint64_t x = (value ? w[from / 64] : ~w[from / 64]) >> (from % 64);
-    if (x) return from + (unsigned)__builtin_ctzll(x);
-    from = (from / 64 + 1) * 64;
-  }
-  return HK_REGION_UNITS;
+/* The first unit from `from` on, below `end`, whose bit is `value`; else `end`. */
+static unsigned bits_next(const uint64_t *w, unsigned from, bool value, unsigned end) {
+  if (from >= end) return end;
+  uint64_t flip = value ? 0 : ~0ull;
+  unsigned k = from / 64, words = (end + 63) / 64;
+  uint64_t x = (w[k] ^ flip) >> (from % 64);
+  if (x) return hk_min(from + (unsigned)__builtin_ctzll(x), end);
+  while (++k < words)
+    if (w[k] != flip) return hk_min(k * 64 + (unsigned)__builtin_ctzll(w[k] ^ flip), end);
+  return end;
 }
 
 /* Where a run of n units goes in a region: at a multiple of `step`, in a
@@ -104,8 +107,9 @@ static unsigned bits_next(const uint64_t *w, unsigned from, bool value) {
  * step 1 the candidates are a stretch's ends and the edges of its warm runs:
  * the count of warm units in a window of n has its maxima there, so the
  * fewest cold units is found exactly; with a larger step every allowed start
- * is tried.  Returns the first unit, or -1; *cold and *slack get the
- * figures. */
+ * is tried.  Units from `end` on are free and cold (the part of a region
+ * never touched), and not looked at.  Returns the first unit, or -1; *cold
+ * and *slack get the figures. */
 typedef struct hk_fit {
   int at;
   unsigned cold, slack, edge;
@@ -119,21 +123,25 @@ static void fit_try(hk_fit_t *f, const uint64_t *warm, unsigned p, unsigned n, u
     *f = (hk_fit_t){(int)p, k, s, e};
 }
 
-int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned n, unsigned step, unsigned limit,
-                  unsigned *cold, unsigned *slack) {
+int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n, unsigned step,
+                  unsigned limit, unsigned *cold, unsigned *slack) {
   hk_fit_t f = {-1, limit + 1, HK_REGION_UNITS, HK_REGION_UNITS};
-  for (unsigned lo = bits_next(used, 0, false), hi; lo < HK_REGION_UNITS; lo = bits_next(used, hi, false)) {
-    hi = bits_next(used, lo, true);
+  for (unsigned lo = bits_next(used, 0, false, end), hi; lo < HK_REGION_UNITS;
+       lo = hi < HK_REGION_UNITS ? bits_next(used, hi, false, end) : hi) {
+    hi = bits_next(used, lo, true, end);
+    if (hi == end) hi = HK_REGION_UNITS;
     if (hi - lo < n || (f.cold == 0 && hi - lo - n > f.slack)) continue;
-    unsigned last = hi - n;
+    unsigned last = hi - n, warm_end = hk_min(hi, end);
     if (step > 1) {
       for (unsigned p = (lo + step - 1) / step * step; p <= last; p += step) fit_try(&f, warm, p, n, lo, hi);
       continue;
     }
     fit_try(&f, warm, lo, n, lo, hi);
+    unsigned w = bits_next(warm, lo, true, warm_end);
+    if (w == warm_end || (w == lo && bits_next(warm, lo, false, warm_end) == hi)) continue;  /* all cold or all warm: lo */
     fit_try(&f, warm, last, n, lo, hi);
-    for (unsigned w = bits_next(warm, lo, true), we; w < hi; w = bits_next(warm, we, true)) {
-      we = hk_min(bits_next(warm, w, false), hi);
+    for (unsigned we; w < warm_end; w = bits_next(warm, we, true, warm_end)) {
+      we = bits_next(warm, w, false, warm_end);
       fit_try(&f, warm, hk_min(w, last), n, lo, hi);
       fit_try(&f, warm, we >= lo + n ? hk_min(we - n, last) : lo, n, lo, hi);
     }
@@ -234,6 +242,7 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
   r->offset = offset;
   if (offset) r->used[0] = 1;
   else bits_set(r->used, 0, HK_REGION_HEADER_UNITS);
+  r->top = HK_REGION_HEADER_UNITS;
   hk_class_map_set(r, 1, HK_MAP_REGION);
   return r;
 }
@@ -269,10 +278,17 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
     unsigned k = ends[i] / 2;
     fresh[i] = hk_opt.huge_thp && !((r->used[k] | resident_free(r, k)) & page_mask(ends[i]));
   }
-  unsigned reused = bits_count(r->dirty, u, n) + bits_count(r->dirty_old, u, n);  /* never both */
-  bits_set(r->used, u, n);
-  bits_clear(r->dirty, u, n);
-  bits_clear(r->dirty_old, u, n);
+  r->top = hk_max(r->top, hk_min((u + n + 31) / 32 * 32, HK_REGION_UNITS));  /* past the last huge page touched */
+  unsigned reused = 0;
+  for (unsigned i = u, end = u + n; i < end;) {
+    unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
+    uint64_t mask = hk_bits(i % 64, len), was = resident_free(r, k) & mask;  /* dirty or dirty_old, never both */
+    reused += was == mask ? len : was ? (unsigned)__builtin_popcountll(was) : 0;
+    r->used[k] |= mask;
+    r->dirty[k] &= ~mask;
+    r->dirty_old[k] &= ~mask;
+    i += len;
+  }
   if (reused) hk_resident_add(&resident, -(ptrdiff_t)units_bytes(reused));
   if (reused != n) hk_purge_fresh(units_bytes(n - reused));
   for (int i = 0; i < 2 && (i == 0 || ends[1] != ends[0]); i++) {
@@ -314,7 +330,7 @@ static void *place(hk_region_t *r, unsigned u, unsigned n, bool zero, size_t siz
   r->run[u] = (uint16_t)n;
   memset(&r->run[u + 1], 0, (n - 1) * sizeof r->run[0]);  /* no freed block's start lies inside a live one */
   uint8_t *p = (uint8_t *)r + units_bytes(u);
-  for (unsigned i = zero ? bits_next(r->stale, u, true) : HK_REGION_UNITS; i < u + n; i = bits_next(r->stale, i + 1, true)) {
+  for (unsigned i = zero ? bits_next(r->stale, u, true, u + n) : u + n; i < u + n; i = bits_next(r->stale, i + 1, true, u + n)) {
     size_t off = units_bytes(i - u);
     if (off < size) memset(p + off, 0, hk_min(HK_UNIT_SIZE, size - off));
   }
@@ -331,8 +347,10 @@ static void *shared_alloc(unsigned n, size_t alignment, bool zero, size_t size) 
   unsigned best = n + 1, best_slack = HK_REGION_UNITS, cold, slack;
   uint64_t warm[HK_REGION_WORDS];
   for (hk_region_t *s = regions; s && (best || best_slack); s = s->next) {
-    for (unsigned k = 0; k < HK_REGION_WORDS; k++) warm[k] = resident_free(s, k);
-    int at = hk_region_fit(s->used, warm, n, step, hk_min(best, n), &cold, &slack);
+    unsigned words = (s->top + 63) / 64;
+    for (unsigned k = 0; k < words; k++) warm[k] = resident_free(s, k);
+    memset(warm + words, 0, (HK_REGION_WORDS - words) * sizeof warm[0]);
+    int at = hk_region_fit(s->used, warm, s->top, n, step, hk_min(best, n), &cold, &slack);
     if (at >= 0 && (cold < best || (cold == best && slack < best_slack))) r = s, u = at, best = cold, best_slack = slack;
   }
   if (!r) {
@@ -351,7 +369,7 @@ static void *shared_alloc(unsigned n, size_t alignment, bool zero, size_t size) 
  * walk over every stretch, under the lock they share, cost more. */
 static int first_warm_run(const hk_region_t *r, unsigned n) {
   unsigned carry = 0;  /* resident free units at the top of the words so far */
-  for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
+  for (unsigned k = 0; k * 64 < r->top; k++) {
     uint64_t x = ~r->used[k] & resident_free(r, k);
     unsigned lead = x == ~0ull ? 64 : (unsigned)__builtin_ctzll(~x);
     if (carry + lead >= n) return (int)(k * 64 - carry);

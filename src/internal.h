@@ -329,7 +329,8 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define HK_SS_UNITS (HK_SS_SIZE / HK_UNIT_SIZE) /* 64 units; unit 0 holds the header */
 #define HK_SS_CHUNK 8                           /* most SuperSlabs mapped by one mmap */
 #define HK_SS_DENSE_PAGES 256                   /* resident pages that turn half of the first SuperSlab huge, */
-#define HK_SS_DENSE_EVERY 4                     /* looked at on every 4th new slab */
+#define HK_SS_DENSE_EVERY 8                     /* looked at on every 8th new slab, */
+#define HK_SS_DENSE_LOOKS 16                    /* 16 times at most */
 #define HK_REGION_SIZE ((size_t)128 << 20)      /* huge blocks share regions this big, */
 #define HK_REGION_UNITS (HK_REGION_SIZE / HK_UNIT_SIZE)  /* cut into units */
 #define HK_REGION_WORDS (HK_REGION_UNITS / 64)
@@ -518,8 +519,8 @@ HK_HIDDEN void *hk_huge_alloc(size_t size, size_t alignment, bool zero);
 HK_HIDDEN void *hk_huge_take_class(unsigned cls);  /* a block of a large class above HK_REGION_CLASS_MIN */
 HK_HIDDEN void hk_huge_release_class(unsigned cls, void *chain);
 /* Where n units go in a region (huge.c): -1 if nowhere with at most `limit` cold units. */
-HK_HIDDEN int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned n, unsigned step, unsigned limit,
-                            unsigned *cold, unsigned *slack);
+HK_HIDDEN int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n, unsigned step,
+                            unsigned limit, unsigned *cold, unsigned *slack);
 HK_HIDDEN void hk_huge_free(void *p);
 HK_HIDDEN void *hk_huge_realloc(void *p, size_t size);
 HK_HIDDEN size_t hk_huge_usable_size(const void *p);  /* 0 if p is not a huge block */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Run search.  hk_region_fit (src/huge.c) places huge blocks in regions of
  * HK_REGION_UNITS units: the fewest cold units first, then the shortest
- * stretch of free units, then the nearest to a stretch's end.  hk_find_run
+ * stretch of free units, then the nearest to a stretch's end, looking at
+ * nothing past the units ever touched.  hk_find_run
  * (src/internal.h) places slabs in SuperSlabs: the fewest cold units, the
  * lowest start for one unit and the highest for more.  Both only at allowed
  * starts, -1 when nothing fits. */
@@ -45,7 +46,7 @@ static int reference(const uint64_t *used, const uint64_t *warm, unsigned n, uns
 
 static int fit(const uint64_t *used, const uint64_t *warm, unsigned n) {
   unsigned cold, slack;
-  return hk_region_fit(used, warm, n, 1, n, &cold, &slack);
+  return hk_region_fit(used, warm, HK_REGION_UNITS, n, 1, n, &cold, &slack);
 }
 
 UNIT_TEST(region_nothing_fits) {
@@ -64,22 +65,22 @@ UNIT_TEST(region_resident_units_first) {
   set_units(used, 101, 899);    /* a cold one-unit hole at 100 */
   set_units(used, 1010, 1038);  /* a stretch [1000, 1010) */
   set_units(warm, 1000, 10);
-  CHECK_EQ(hk_region_fit(used, warm, 1, 1, 1, &cold, &slack), 1000);  /* warm beats the tighter hole */
+  CHECK_EQ(hk_region_fit(used, warm, HK_REGION_UNITS, 1, 1, 1, &cold, &slack), 1000);  /* warm beats the tighter hole */
   CHECK_EQ(cold, 0);
   CHECK_EQ(slack, 9);
   set_units(used, 100, 1);
   clear_units(used, 1500, 300);  /* a long stretch with a warm run inside */
   clear_units(warm, 1000, 10);
   set_units(warm, 1600, 3);
-  CHECK_EQ(hk_region_fit(used, warm, 3, 1, 3, &cold, &slack), 1600);  /* the warm run, wherever it is */
+  CHECK_EQ(hk_region_fit(used, warm, HK_REGION_UNITS, 3, 1, 3, &cold, &slack), 1600);  /* the warm run, wherever it is */
   CHECK_EQ(cold, 0);
-  CHECK_EQ(hk_region_fit(used, warm, 3, 1, 0, &cold, &slack), 1600);
-  CHECK_EQ(hk_region_fit(used, warm, 5, 1, 5, &cold, &slack), 1598);  /* over it, nearer the stretch's start */
+  CHECK_EQ(hk_region_fit(used, warm, HK_REGION_UNITS, 3, 1, 0, &cold, &slack), 1600);
+  CHECK_EQ(hk_region_fit(used, warm, HK_REGION_UNITS, 5, 1, 5, &cold, &slack), 1598);  /* over it, nearer the stretch's start */
   CHECK_EQ(cold, 2);
   clear_units(warm, 1600, 3);
-  CHECK_EQ(hk_region_fit(used, warm, 5, 1, 5, &cold, &slack), 1000);  /* all cold: the shorter stretch */
+  CHECK_EQ(hk_region_fit(used, warm, HK_REGION_UNITS, 5, 1, 5, &cold, &slack), 1000);  /* all cold: the shorter stretch */
   CHECK_EQ(cold, 5);
-  CHECK_EQ(hk_region_fit(used, warm, 3, 1, 2, &cold, &slack), -1);    /* every place cold: over the limit */
+  CHECK_EQ(hk_region_fit(used, warm, HK_REGION_UNITS, 3, 1, 2, &cold, &slack), -1);    /* every place cold: over the limit */
 }
 
 UNIT_TEST(region_short_runs_fill_holes) {
@@ -100,11 +101,11 @@ UNIT_TEST(region_aligned_starts) {
   region_bits_t used = {0}, warm = {0};
   unsigned cold, slack;
   set_units(used, 0, 40);
-  CHECK_EQ(hk_region_fit(used, warm, 4, 32, 4, &cold, &slack), 64);
-  CHECK_EQ(hk_region_fit(used, warm, 4, 1, 4, &cold, &slack), 40);
+  CHECK_EQ(hk_region_fit(used, warm, HK_REGION_UNITS, 4, 32, 4, &cold, &slack), 64);
+  CHECK_EQ(hk_region_fit(used, warm, HK_REGION_UNITS, 4, 1, 4, &cold, &slack), 40);
   set_units(used, 64, HK_REGION_UNITS - 64 - 20);
-  CHECK_EQ(hk_region_fit(used, warm, 20, 32, 20, &cold, &slack), -1);  /* 40 .. 63 and the last 20: none 32-aligned */
-  CHECK_EQ(hk_region_fit(used, warm, 20, 4, 20, &cold, &slack), 2028);  /* the exact fit */
+  CHECK_EQ(hk_region_fit(used, warm, HK_REGION_UNITS, 20, 32, 20, &cold, &slack), -1);  /* 40 .. 63 and the last 20: none 32-aligned */
+  CHECK_EQ(hk_region_fit(used, warm, HK_REGION_UNITS, 20, 4, 20, &cold, &slack), 2028);  /* the exact fit */
 }
 
 /* Random regions of every density and run length, resident memory in runs:
@@ -122,10 +123,15 @@ UNIT_TEST(region_agrees_with_brute_force) {
       used[k] = ~free | (k == 0 ? bits(0, HK_REGION_HEADER_UNITS) : 0);
       warm[k] = resident & ~used[k];
     }
+    /* in one test of five, the units from `end` on never touched: free and cold, and not searched */
+    unsigned end = t % 5 ? HK_REGION_UNITS
+                         : HK_REGION_HEADER_UNITS + (unsigned)(xorshift(&x) % (HK_REGION_UNITS - HK_REGION_HEADER_UNITS + 1));
+    clear_units(used, end, HK_REGION_UNITS - end);
+    clear_units(warm, end, HK_REGION_UNITS - end);
     uint64_t r = xorshift(&x);
     unsigned n = 1 + (unsigned)(r % (t % 4 == 0 ? 300 : 12)), step = t % 9 == 0 ? 1u << (r >> 60) % 6 : 1;
     unsigned limit = t % 3 ? n : (unsigned)(r >> 40) % 4, c1 = 0, s1 = 0, c2 = 0, s2 = 0;
-    int a = hk_region_fit(used, warm, n, step, limit, &c1, &s1), b = reference(used, warm, n, step, limit, &c2, &s2);
+    int a = hk_region_fit(used, warm, end, n, step, limit, &c1, &s1), b = reference(used, warm, n, step, limit, &c2, &s2);
     CHECK_MSG((a < 0) == (b < 0), "test %d n %u step %u limit %u: %d, brute force %d", t, n, step, limit, a, b);
     if (a < 0) continue;
     CHECK_MSG(c1 == c2 && s1 == s2, "test %d n %u step %u: cold %u slack %u, brute force %u %u", t, n, step, c1, s1,
