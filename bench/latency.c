@@ -3,8 +3,9 @@
  * rare slow paths show (a cache refilled, a new mapping, a purge) that a
  * throughput figure averages away.  Runs random_mixed's loop and thread
  * churn's threads (workload.h) and times one call in 64 on average (at
- * random gaps of 1..127 calls, so that a slow path that recurs with a period
- * is not always or never caught), each with the time-stamp counter
+ * random gaps of 1..127 calls, drawn anew in each process, so that a slow
+ * path that recurs with a period is not always or never caught, and runs
+ * pooled time different calls), each with the time-stamp counter
  * (lfence; rdtsc, calibrated against CLOCK_MONOTONIC) on x86-64 and with
  * clock_gettime elsewhere.  The cost of an empty timed pair is measured
  * (its median) and taken off every sample; the timer's resolution is
@@ -266,6 +267,8 @@ int main(int argc, char **argv) {
     perror("pthread_key_create");
     return 1;
   }
+  /* Gaps drawn anew in each process: runs pooled time different calls. */
+  atomic_store(&thread_seeds, (uint64_t)getpid() << 32);
   calibrate();
   if (all || strcmp(workload, "random_mixed") == 0) run_mixed(ops, seed);
   if (all || strcmp(workload, "thread_churn") == 0) run_churn(ops, seed);

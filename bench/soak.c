@@ -14,13 +14,20 @@
  * its own count of the epoch's mmap, munmap, madvise and mremap calls and
  * the bytes it has mapped (mapped_kb).  Then the RESULT line.
  *
+ * SOAK_CPUS=a,b,...: every thread runs on CPU a in the first epoch, b in the
+ * next, and so on round the list (the line says cpu=), so that two soaks
+ * side by side, given the list in two rotations, take turns on each CPU and
+ * neither's figures are one CPU's.
+ *
  * WORKLOAD, with the parameters of `make bench`:
  *   random_mixed  random_mixed 400 slots, 16..1040 B, single thread
  *   larson        larson 2 threads, 1000 slots, 16..1024 B
  *   thread_churn  thread_churn 4 threads a round, 100000 replacements each,
  *                 1000 live blocks, up to 2 MiB; rounds until the end */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -106,6 +113,36 @@ static long mappings(void) {
   return lines;
 }
 
+/* SOAK_CPUS, parsed: at most 64 CPUs. */
+static int cpus[64], ncpus;
+
+static void cpus_init(void) {
+  const char *list = getenv("SOAK_CPUS");
+  for (char *end; list && *list && ncpus < 64; list = *end == ',' ? end + 1 : end) {
+    long c = strtol(list, &end, 10);
+    if (end == list || c < 0 || c >= CPU_SETSIZE) {
+      fprintf(stderr, "soak: bad SOAK_CPUS\n");
+      exit(2);
+    }
+    cpus[ncpus++] = (int)c;
+  }
+}
+
+/* Puts every thread of the process on one CPU; threads started later take
+ * their creator's.  Returns the CPU, or -1 without SOAK_CPUS. */
+static int pin_all(uint64_t epoch_index) {
+  if (!ncpus) return -1;
+  int cpu = cpus[epoch_index % (uint64_t)ncpus];
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  DIR *d = opendir("/proc/self/task");
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (e->d_name[0] != '.') sched_setaffinity((pid_t)atoi(e->d_name), sizeof set, &set);
+  if (d) closedir(d);
+  return cpu;
+}
+
 static void sleep_until(double t) {
   struct timespec ts = {(time_t)t, (long)((t - (double)(time_t)t) * 1e9)};
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
@@ -136,11 +173,14 @@ int main(int argc, char **argv) {
   char warm[256];
   snprintf(warm, sizeof warm, "%.3f %.0f %llu %ld %ld", now_sec(), 1.0, 1ull, rss_kb(), mappings());
 
+  cpus_init();
+  int cpu = pin_all(0);
   w->start();
   double t0 = now_sec(), t_before = t0;
   uint64_t ops_before = 0;
   for (uint64_t n = 1; n <= epochs; n++) {
     sleep_until(t0 + (double)n * epoch);
+    int next = pin_all(n);
     uint64_t ops = atomic_load_explicit(&bench_ops_done, memory_order_relaxed);
     double t = now_sec();
     getrusage(RUSAGE_SELF, &ru);
@@ -151,6 +191,8 @@ int main(int argc, char **argv) {
     printf("EPOCH n=%llu t_s=%.3f ops=%llu ops_per_sec=%.0f ns_per_op=%.3f rss_kb=%ld minflt=%ld maps=%ld",
            (unsigned long long)n, t - t0, (unsigned long long)done, (double)done / secs,
            done ? secs * 1e9 / (double)done : 0.0, rss, ru.ru_minflt - minflt_before, maps);
+    if (cpu >= 0) printf(" cpu=%d", cpu);
+    cpu = next;
     if (os_stats) {
       printf(" mmap=%llu munmap=%llu madvise=%llu mremap=%llu mapped_kb=%llu",
              os_now.mmap_calls - os_before.mmap_calls, os_now.munmap_calls - os_before.munmap_calls,

@@ -68,7 +68,10 @@ def run_matrix(benches, allocs, opts, tools, progress):
     for bench in benches:
         argv = [program(opts.build, bench), *bench.args(opts.size)]
         for i in range(1, opts.runs + 1):
-            for alloc in allocs:
+            # each round starts one allocator further on, so that none
+            # always runs right after the same one (fresh pages cost what the
+            # run before left behind)
+            for alloc in allocs[(i - 1) % len(allocs):] + allocs[:(i - 1) % len(allocs)]:
                 progress.step(f"{bench.name} {alloc.name} run {i}/{opts.runs}")
                 r = runner.run(argv, alloc.env(), opts.timeout, rusage="time" in tools)
                 runs.setdefault((bench.name, alloc.name), []).append(r)
@@ -91,7 +94,7 @@ def run_matrix(benches, allocs, opts, tools, progress):
 
 
 def median_of(runs, attr):
-    s = stats.summarize(getattr(r, attr) for r in runs)
+    s = stats.summarize(x for x in (getattr(r, attr) for r in runs) if x is not None)  # no GNU time: no RSS
     return s.median if s else None
 
 
@@ -135,7 +138,8 @@ def method(opts, tools):
     """How the figures of a report were taken, for the report."""
     text = [
         f"{opts.runs} runs of each benchmark under each allocator ({opts.size} sizes), one process at a time, "
-        "the allocators interleaved round-robin.  Every allocator runs the same binary: hakmem, the peers and "
+        "the allocators interleaved round-robin, each round starting one allocator further on (A B C, B C A, ...).  "
+        "Every allocator runs the same binary: hakmem, the peers and "
         "those given by path with LD_PRELOAD, glibc with nothing preloaded.",
         "Throughput is the benchmark's own figure, malloc and free calls per second of its timed loop: "
         f"median, mean, coefficient of variation, and the median's ratio to {BASELINE}'s.",
@@ -208,20 +212,26 @@ def smoke(benches, allocs, opts):
 
 def instruction_counts(allocs, opts):
     """Instructions per random_mixed iteration under each allocator: total Ir
-    / ITERS, and the part of it spent in the benchmark's own loop."""
+    / ITERS, the part of it spent in the benchmark's own loop, and malloc and
+    free's part with start-up and exit left out: the difference between runs
+    of 2 * ITERS and ITERS iterations, less the loop's, over ITERS."""
     argv = [os.path.join(opts.build, "bench", "random_mixed"), *CALLGRIND_ARGS]
     iters = int(CALLGRIND_ARGS[0])
-    print(f"random_mixed {' '.join(CALLGRIND_ARGS)} under callgrind, instructions per iteration:")
-    print(f"  {'allocator':10} {'total':>8} {'loop':>8} {'malloc+free':>12}")
+    double = [argv[0], str(2 * iters), *CALLGRIND_ARGS[1:]]
+    print(f"random_mixed {' '.join(CALLGRIND_ARGS)} under callgrind, instructions per iteration "
+          f"(steady: {2 * iters} iterations less {iters}, start-up and exit left out):")
+    print(f"  {'allocator':10} {'total':>8} {'loop':>8} {'malloc+free':>12} {'steady':>8}")
     status = 0
     for alloc in allocs:
         count, r = callgrind.instructions(argv, alloc.env(), opts.timeout)
-        if count is None:
-            print("\n".join(filter(None, [f"  {alloc.name:10} failed: {r.status}", tail(r.stderr)])))
+        twice, r2 = callgrind.instructions(double, alloc.env(), opts.timeout) if count else (None, r)
+        if twice is None:
+            print("\n".join(filter(None, [f"  {alloc.name:10} failed: {r2.status}", tail(r2.stderr)])))
             status = 1
         else:
             total, loop = count.total / iters, count.main / iters
-            print(f"  {alloc.name:10} {total:8.2f} {loop:8.2f} {total - loop:12.2f}")
+            steady = ((twice.total - count.total) - (twice.main - count.main)) / iters
+            print(f"  {alloc.name:10} {total:8.2f} {loop:8.2f} {total - loop:12.2f} {steady:8.2f}")
     return status
 
 

@@ -37,6 +37,18 @@ TOOLS = {
 }
 
 
+# Variables that tune an allocator: left out of the environment a run
+# inherits, so that a stray HAKMEM_PROFILE or MIMALLOC_ARENA_EAGER_COMMIT in
+# the shell cannot change one contender unseen (an allocator's own settings
+# and a run's extra variables set them on purpose).
+TUNING = re.compile(r"(?!HAKMEM_NO_APT$|HAKMEM_TEST_)((HAKMEM|MIMALLOC|TCMALLOC|MALLOC|JE_MALLOC)_|GLIBC_TUNABLES$)")
+
+
+def inherited_tuning():
+    """The allocator-tuning variables of our environment, which runs leave out."""
+    return sorted(k for k in os.environ if TUNING.match(k))
+
+
 @dataclass(frozen=True)
 class Allocator:
     name: str
@@ -45,9 +57,10 @@ class Allocator:
     origin: str | None = None  # given by path: what the report says of its file
 
     def env(self, **extra):
-        """The environment of a run: ours, with this allocator preloaded and
-        its settings and the extra variables set."""
-        env = dict(os.environ)
+        """The environment of a run: ours without the allocator-tuning
+        variables, with this allocator preloaded and its settings and the
+        extra variables set."""
+        env = {k: v for k, v in os.environ.items() if not TUNING.match(k)}
         env.pop("LD_PRELOAD", None)
         if self.preload:
             env["LD_PRELOAD"] = self.preload
@@ -159,6 +172,8 @@ def prepare(specs, hakmem_so, tools=()):
     order given, after installing the missing peers and tools in one
     apt-get; says on stderr what it skips.  Returns (allocators, set of the
     tools available)."""
+    if inherited_tuning():
+        note(f"left out of every run's environment: {' '.join(inherited_tuning())} (allocator settings)")
     names = [s for s in specs if isinstance(s, str)]
     missing = [PEERS[n][0] for n in names if n in PEERS and not _find_library(*PEERS[n])]
     missing += [TOOLS[t][0] for t in tools if not shutil.which(t)]

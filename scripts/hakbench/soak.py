@@ -5,10 +5,13 @@ throughput and resident set from the start of the run to its end, the
 spread of the time per call from epoch to epoch, and the system calls that
 go on after the start.
 
-Allocators run two at a time, side by side, each pinned to a CPU of its
-own (taskset), so that whatever else the machine does hits both alike;
-more than two run in pairs, one pair after the other (an odd one out runs
-alone).  A machine with one CPU runs them one at a time."""
+Allocators run two at a time, side by side, each on a CPU of its own,
+and they swap CPUs at every epoch (SOAK_CPUS, bench/soak.c): the CPUs of a
+virtual machine can differ by a third in speed and drift apart during a
+run, and each soak takes half its epochs on each, so that whatever else the
+machine does hits both alike.  More than two run in pairs, one pair after
+the other (an odd one out runs alone).  A machine with one CPU runs them one
+at a time."""
 
 import csv
 import os
@@ -44,19 +47,21 @@ def groups(allocs, cpus):
 
 def run(program, allocs, workload, duration, epoch, say):
     """Runs `program workload duration epoch` under each allocator, pairs
-    side by side.  Returns {allocator name: (cpu, Run)}, in the order given."""
+    side by side, taking turns on the pair's CPUs.  Returns {allocator name:
+    Run}, in the order given."""
     cpus = sorted(os.sched_getaffinity(0))
     argv = [program, workload, f"{duration:g}", f"{epoch:g}"]
     timeout = duration + 120
     results = {}
     for n, group in enumerate(groups(allocs, cpus), 1):
-        side = " beside ".join(f"{a.name} (CPU {cpus[k]})" for k, a in enumerate(group))
+        mine = cpus[:len(group)]
+        side = " beside ".join(f"{a.name} (CPUs {','.join(map(str, mine[k:] + mine[:k]))})" for k, a in enumerate(group))
         until = time.strftime("%H:%M:%S", time.localtime(time.time() + duration))
         say(f"soak {n}/{len(groups(allocs, cpus))}: {side}, {workload} for {duration:g} s, until about {until}")
         threads = []
         for k, a in enumerate(group):
-            def one(a=a, cpu=cpus[k]):
-                results[a.name] = (cpu, runner.run(["taskset", "-c", str(cpu), *argv], a.env(), timeout))
+            def one(a=a, turns=",".join(map(str, mine[k:] + mine[:k]))):
+                results[a.name] = runner.run(argv, a.env(SOAK_CPUS=turns), timeout)
             threads.append(threading.Thread(target=one))
         for t in threads:
             t.start()
@@ -67,9 +72,9 @@ def run(program, allocs, workload, duration, epoch, say):
 
 def epoch_rows(results):
     """soak.csv's rows, from the EPOCH lines of each run."""
-    for name, (cpu, r) in results.items():
+    for name, r in results.items():
         for e in runner.parse_fields(r.stdout, "EPOCH "):
-            yield {"allocator": name, "cpu": cpu, "epoch": int(e["n"]),
+            yield {"allocator": name, "cpu": e.get("cpu"), "epoch": int(e["n"]),
                    **{c: e.get(c) for c in CSV_COLUMNS[3:]}}
 
 
@@ -160,7 +165,7 @@ def chart(path, rows):
 
 
 HOW = ("Each allocator ran bench/soak, one process for the whole run, the workload's state kept from one epoch "
-       "to the next; two at a time side by side, each pinned to a CPU of its own.  Per epoch: malloc and free "
+       "to the next; two at a time side by side, each on a CPU of its own, the two swapping CPUs at every epoch.  Per epoch: malloc and free "
        "calls per second, and wall time per call (ns/op: the epoch's time divided by its calls, all threads); "
        "the resident set at the epoch's end; page faults and, under hakmem only, hakmem's own count of its "
        "mmap, munmap, madvise and mremap calls (hak_os_stats) in the epoch; the process's mappings.  "
@@ -173,12 +178,12 @@ def write(out, command, results, machine_info, drawn):
     soak.md into `out`.  Returns (summaries, failures)."""
     rows = list(epoch_rows(results))
     report.write_csv(os.path.join(out, "soak.csv"), CSV_COLUMNS, rows)
-    for name, (_, r) in results.items():
+    for name, r in results.items():
         with open(os.path.join(out, f"soak-{name}.log"), "w") as f:
             f.write(r.stdout + r.stderr)
     rows = read_csv(os.path.join(out, "soak.csv"))
-    failures = [f"soak under {name}: {r.status}" for name, (_, r) in results.items() if not r.ok]
-    summaries = analyze([r for r in rows if r["allocator"] in {n for n, (_, x) in results.items() if x.ok}])
+    failures = [f"soak under {name}: {r.status}" for name, r in results.items() if not r.ok]
+    summaries = analyze([r for r in rows if r["allocator"] in {n for n, x in results.items() if x.ok}])
     report.write_csv(os.path.join(out, "soak_summary.csv"), SUMMARY_COLUMNS, summaries)
     md = [f"# hakmem soak {os.path.basename(out)}", "", "## Machine", ""]
     md += [f"- {label}: {value}" for label, value in machine_info]

@@ -51,7 +51,7 @@ SUITE = (
     # the same server workload with buffers up to 64 KiB: half the blocks are large
     Bench("larson-64k", "larson", (2, 1.0, 1000, 1, 16, 65536), (2, 0.2, 1000, 1, 16, 65536),
           (2, 0.02, 100, 1, 16, 65536)),
-    # producers and consumers pinned, one side per CPU: 1 to 4 pairs
+    # producers and consumers pinned (a pair across two CPUs while there are CPUs enough, else a pair per CPU): 1 to 4 pairs
     *(
         Bench(f"prodcons-{n}", "prodcons", (10000000 // n, 1024, 1, 16, 1024, n), (2000000 // n, 1024, 1, 16, 1024, n),
               (10000, 64, 1, 16, 1024, n))

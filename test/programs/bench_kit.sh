@@ -30,12 +30,16 @@ runs() { # runs BENCH ALLOC MIB_OF_RSS MILLIONS...: one runs.csv row per figure
   echo "random_mixed,glibc,6,SIGSEGV,,,0.1,,"
   runs larson hakmem 5 50 51 52
   runs prodcons hakmem 4 10 11 12 13 14
+  runs tiny_hot hakmem 1 200 201 202 203 204
+  runs tiny_hot glibc 1 100 101 102 103 104
 } > "$work/old/runs.csv"
 {
   echo "$header"
   runs random_mixed hakmem 3 110 111 112 113 114
   runs random_mixed glibc 2 71 73 75 77 79
   runs larson hakmem 5 60 61 62
+  runs tiny_hot hakmem 1 220 221 222 223 224
+  runs tiny_hot glibc 1 110 111 112 113 114
 } > "$work/new/runs.csv"
 printf 'bench,allocator,command\nlarson,hakmem,larson 2 1.0\n' > "$work/old/results.csv"
 printf 'bench,allocator,command\nlarson,hakmem,larson 2 0.2\n' > "$work/new/results.csv"
@@ -54,6 +58,23 @@ grep -q '^warning: larson ran as `larson 2 1.0` in OLD, `larson 2 0.2` in NEW$' 
   { cat "$work/cmp"; fail "no warning for a benchmark run with other arguments"; }
 grep -q '^only in OLD: prodcons under hakmem$' "$work/cmp" || { cat "$work/cmp"; fail "no note of a row OLD alone has"; }
 python3 "$root/scripts/compare" "$work/old" "$work/nowhere" > /dev/null 2>&1 && fail "compare accepted a missing directory"
+# every allocator faster on one benchmark: the machine moved, said so; not where one stayed the same
+grep -q '^warning: every allocator ran faster on tiny_hot' "$work/cmp" || { cat "$work/cmp"; fail "no warning of a machine drift"; }
+grep -q 'every allocator ran .* on random_mixed' "$work/cmp" && { cat "$work/cmp"; fail "a drift warning where glibc stayed the same"; }
+
+# --- scripts/ab's difference: taken round by round, a drift of the machine that moves both runs of a
+# round leaves it alone; without rounds (a mean against a mean) the same runs would be all noise ---
+python3 - "$root/scripts" <<'PY' || fail "interleaved.difference"
+import sys
+sys.path.insert(0, sys.argv[1])
+from hakbench import interleaved
+a = [100.0, 80, 120, 90, 110, 95, 105, 85, 115, 100]
+d, noise = interleaved.difference(a, [x * 1.02 for x in a])
+assert abs(d - 2.0) < 1e-9 and noise < 1e-9, (d, noise)
+d, noise = interleaved.difference(a, [x * (1.02 if i % 2 else 0.98) for i, x in enumerate(a)])
+assert abs(d) < 1e-9 and 1.0 < noise < 2.0, (d, noise)
+assert interleaved.difference([100.0], [101.0])[1] is None
+PY
 
 # --- scripts/bench.py with an allocator given by path ---
 bench() { python3 "$root/scripts/bench.py" --build "$build" --out "$work/results" "$@"; }
