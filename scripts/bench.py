@@ -67,13 +67,14 @@ def run_matrix(benches, allocs, opts, tools, progress):
 
     for bench in benches:
         argv = [program(opts.build, bench), *bench.args(opts.size)]
+        timed_argv = runner.pin(argv) if bench.one_thread else argv
         for i in range(1, opts.runs + 1):
             # each round starts one allocator further on, so that none
             # always runs right after the same one (fresh pages cost what the
             # run before left behind)
             for alloc in allocs[(i - 1) % len(allocs):] + allocs[:(i - 1) % len(allocs)]:
                 progress.step(f"{bench.name} {alloc.name} run {i}/{opts.runs}")
-                r = runner.run(argv, alloc.env(), opts.timeout, rusage="time" in tools)
+                r = runner.run(timed_argv, alloc.env(), opts.timeout, rusage="time" in tools)
                 runs.setdefault((bench.name, alloc.name), []).append(r)
                 if not r.ok:
                     failed(bench, alloc, f"run {i}", r)
@@ -138,7 +139,8 @@ def method(opts, tools):
     """How the figures of a report were taken, for the report."""
     text = [
         f"{opts.runs} runs of each benchmark under each allocator ({opts.size} sizes), one process at a time, "
-        "the allocators interleaved round-robin, each round starting one allocator further on (A B C, B C A, ...).  "
+        "the allocators interleaved round-robin, each round starting one allocator further on (A B C, B C A, ...); "
+        "single-threaded benchmarks pinned to one CPU (taskset), the same for all.  "
         "Every allocator runs the same binary: hakmem, the peers and "
         "those given by path with LD_PRELOAD, glibc with nothing preloaded.",
         "Throughput is the benchmark's own figure, malloc and free calls per second of its timed loop: "

@@ -24,7 +24,8 @@ class Failed(Exception):
 def timed(argv, contenders, runs, timeout):
     """Runs argv `runs` times under each contender (label, Allocator,
     {extra environment}), one run of each per round, every other round in the
-    reverse order, with progress on stderr.  Returns ([the ops/s of each
+    reverse order, all on one CPU (runner.pin: argv must be one thread),
+    with progress on stderr.  Returns ([the ops/s of each
     contender, round by round], the fields of the last RESULT line).  Raises
     Failed at the first failed run."""
     samples, fields = [[] for _ in contenders], {}
@@ -35,7 +36,7 @@ def timed(argv, contenders, runs, timeout):
             label, alloc, env = contenders[k]
             step += 1
             print(f"[{step}/{total}] {label.split()[0]} run {i + 1}/{runs}", file=sys.stderr)
-            r = runner.run(argv, alloc.env(**env), timeout)
+            r = runner.run(runner.pin(argv), alloc.env(**env), timeout)
             if not r.ok:
                 raise Failed(label, r)
             samples[k].append(r.ops_per_sec)

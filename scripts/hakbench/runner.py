@@ -80,6 +80,15 @@ def _spawn(argv, env, stdout, stderr, timeout):
     return _status(wait_status, timed_out), wall
 
 
+def pin(argv):
+    """argv run on one CPU, the last this process may use, by taskset.  The
+    virtual CPUs of a shared host can run the same program a third faster
+    or slower than each other, and which is the faster changes by the hour
+    (bench/soak with SOAK_CPUS=0,1); a single-threaded run left to the
+    scheduler lands on either, so contenders compared run on the same one."""
+    return ["taskset", "-c", str(max(os.sched_getaffinity(0))), *argv]
+
+
 def run(argv, env, timeout, rusage=False):
     """Runs argv to completion and reads its RESULT lines.  With rusage, under
     GNU time for the peak RSS and page faults of the program alone (wait4 on a

@@ -11,6 +11,7 @@ class Bench:
     full: tuple  # arguments of `make bench`
     quick: tuple  # QUICK=1: a few tens of milliseconds
     smoke: tuple  # bench-smoke: the smallest run that still goes through the code
+    one_thread: bool = True  # run pinned to one CPU (runner.pin)
 
     def args(self, size):
         return [str(a) for a in getattr(self, size)]
@@ -47,24 +48,25 @@ SUITE = (
         for p in ("lifo", "fifo", "interleave", "random")
     ),
     Bench("mixed_large", "mixed_large", (500000, 500, 1), (60000, 500, 1), (1000, 50, 1)),
-    Bench("larson", "larson", (2, 1.0, 1000, 1), (2, 0.2, 1000, 1), (2, 0.02, 100, 1)),
+    Bench("larson", "larson", (2, 1.0, 1000, 1), (2, 0.2, 1000, 1), (2, 0.02, 100, 1), one_thread=False),
     # the same server workload with buffers up to 64 KiB: half the blocks are large
     Bench("larson-64k", "larson", (2, 1.0, 1000, 1, 16, 65536), (2, 0.2, 1000, 1, 16, 65536),
-          (2, 0.02, 100, 1, 16, 65536)),
+          (2, 0.02, 100, 1, 16, 65536), one_thread=False),
     # producers and consumers pinned (a pair across two CPUs while there are CPUs enough, else a pair per CPU): 1 to 4 pairs
     *(
         Bench(f"prodcons-{n}", "prodcons", (10000000 // n, 1024, 1, 16, 1024, n), (2000000 // n, 1024, 1, 16, 1024, n),
-              (10000, 64, 1, 16, 1024, n))
+              (10000, 64, 1, 16, 1024, n), one_thread=False)
         for n in (1, 2, 4)
     ),
     Bench("prodcons-64B", "prodcons", (5000000, 1024, 1, 64, 64, 2), (1000000, 1024, 1, 64, 64, 2),
-          (10000, 64, 1, 64, 64, 2)),
+          (10000, 64, 1, 64, 64, 2), one_thread=False),
     # memory to and from the OS: blocks of megabytes, threads that come and go
     Bench("big_blocks", "big_blocks", (300, 8, 1, 1 << 20, 64 << 20), (40, 8, 1, 1 << 20, 64 << 20),
           (3, 2, 1, 1 << 20, 4 << 20)),
     Bench("big_blocks-2-24M", "big_blocks", (1000, 16, 1, 2 << 20, 24 << 20), (100, 16, 1, 2 << 20, 24 << 20),
           (3, 2, 1, 2 << 20, 3 << 20)),
-    Bench("thread_churn", "thread_churn", (20, 4, 100000, 1000, 1), (5, 4, 20000, 1000, 1), (2, 2, 500, 100, 1)),
+    Bench("thread_churn", "thread_churn", (20, 4, 100000, 1000, 1), (5, 4, 20000, 1000, 1), (2, 2, 500, 100, 1),
+          one_thread=False),
 )
 
 # Not a throughput benchmark: a peak, then RSS sampled while the program is
