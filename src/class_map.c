@@ -61,6 +61,9 @@ void hk_class_map_init(void) {
     uint8_t *map = roomy ? hk_os_reserve(bytes + space) : NULL;
     bool with_space = map != NULL;
     if (!map && !(map = hk_os_reserve(bytes))) continue;
+    /* a byte per 64 KiB unit, written where hakmem has memory: a huge page
+     * for each place written (THP "always") would cost 2 MiB apiece */
+    hk_os_advise_small(map, bytes);
     /* in the page before the map: hk_class_magic's words, hk_class_magic_first's before them */
     uint32_t *magic = (uint32_t *)(map + HK_PAGE_SIZE) - 256;
     hk_class_magic_fill(magic, (uint64_t *)magic - 256);

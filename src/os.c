@@ -197,13 +197,20 @@ bool hk_os_huge_pages_available(void) {
 #endif
 
 unsigned hk_os_resident_pages(void *p, size_t size) {
-  unsigned char vec[512];
-  size_t pages = hk_min(size / HK_PAGE_SIZE, sizeof vec);
+  unsigned char vec[512] = {0};
+  size_t page = hk_os_page_size(), pages = hk_min(size / page, sizeof vec);
   unsigned n = 0;
-  if (mincore(p, pages * HK_PAGE_SIZE, vec)) return 0;
+  if (mincore(p, pages * page, vec)) return 0;
   for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
-  return n;
+  return n * (unsigned)(page / HK_PAGE_SIZE);
 }
+
+void hk_os_advise_small(void *p, size_t size) {
+  atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
+  madvise(p, size, MADV_NOHUGEPAGE);
+}
+
+void *hk_os_space_first(void) { return space; }
 
 void hk_os_collapse_huge(void *p, size_t size) {
   hk_os_advise_huge(p, size);

@@ -73,6 +73,7 @@ static size_t units_bytes(uint64_t bits) { return (size_t)__builtin_popcountll(b
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *spare;    /* the next of the SuperSlabs mapped but not handed out */
 static unsigned nspare;
+static uint8_t *_Atomic first_spare;  /* the first SuperSlab mapped, without the space: on small pages */
 
 /* Maps the next few SuperSlabs; called with spare_lock held. */
 static bool spares_map(void) {
@@ -92,6 +93,7 @@ static bool spares_map(void) {
      * purging leaves them: so only the speed profile takes them. */
     size_t small = mapped > 0 ? 0 : HK_SS_SIZE;
     if (hk_opt.ss_thp && n * HK_SS_SIZE > small) hk_os_advise_huge(p + small, n * HK_SS_SIZE - small);
+    if (small) first_spare = p;
     spare = p;
     nspare = n;
     return true;
@@ -99,9 +101,10 @@ static bool spares_map(void) {
   return false;
 }
 
-/* The process's first SuperSlab, on small pages (spares_map; os.c for the
- * space), and which of its halves have been turned into huge pages since it
- * was last taken (bit h: half h). */
+/* The process's first SuperSlab, on small pages: the space's first slot
+ * (os.c) or the first of the spares, told by its address, and which of its
+ * halves have been turned into huge pages since it was last taken (bit h:
+ * half h). */
 static hk_superslab_t *_Atomic small_ss;
 static atomic_uint small_halves_huge, slabs_made;
 static atomic_bool small_second_half_used;
@@ -155,12 +158,16 @@ static hk_superslab_t *superslab_map(hk_arena_t *a) {
     pthread_mutex_unlock(&spare_lock);
     if (!ss) return NULL;
   }
-  if (atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed) == 0 && hk_opt.ss_thp)
-    atomic_store_explicit(&small_ss, ss, memory_order_relaxed);
-  if (ss == atomic_load_explicit(&small_ss, memory_order_relaxed)) {  /* its pages are gone */
+  atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed);
+  if (hk_opt.ss_thp && ((void *)ss == hk_os_space_first() ||
+                        (uint8_t *)ss == atomic_load_explicit(&first_spare, memory_order_relaxed))) {
+    /* its pages are gone: small again, and asked to stay so where the
+     * kernel's default is huge pages everywhere (THP "always") */
+    hk_os_advise_small(ss, HK_SS_SIZE);
     atomic_store_explicit(&small_halves_huge, 0, memory_order_relaxed);
     atomic_store_explicit(&slabs_made, 0, memory_order_relaxed);
     atomic_store_explicit(&small_second_half_used, false, memory_order_relaxed);
+    atomic_store_explicit(&small_ss, ss, memory_order_relaxed);
   }
   ss->used = HK_SS_RESERVED;  /* fresh mappings are zero otherwise */
   if (HAK_HARDENED) hk_os_protect((uint8_t *)ss + HK_SS_SIZE - HK_UNIT_SIZE, HK_UNIT_SIZE, false);
@@ -356,6 +363,11 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
     hk_list_remove(&a->empty, ss);
     a->nempty--;
     hk_class_map_set(ss, 1, 0);
+    if (ss == atomic_load_explicit(&small_ss, memory_order_relaxed)) {
+      atomic_store_explicit(&small_ss, NULL, memory_order_relaxed);
+      if ((uint8_t *)ss == atomic_load_explicit(&first_spare, memory_order_relaxed))
+        atomic_store_explicit(&first_spare, NULL, memory_order_relaxed);  /* unmapped: the address may be reused */
+    }
     hk_os_unmap(ss, HK_SS_SIZE);
     bytes += HK_PAGE_SIZE;  /* the header's page */
   }

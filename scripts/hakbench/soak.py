@@ -87,8 +87,10 @@ def read_csv(path):
 
 def _drift(values):
     """% change of the mean of the last fifth of `values` from the mean of
-    the first fifth."""
-    fifth = max(1, len(values) // 5)
+    the first fifth, each fifth rounded down to an even count of epochs
+    (two at least), so that it holds as many epochs on each of the two CPUs
+    a soak takes turns on."""
+    fifth = max(2, len(values) // 5 // 2 * 2) if len(values) >= 2 else 1
     first, last = stats.summarize(values[:fifth]).mean, stats.summarize(values[-fifth:]).mean
     return 100.0 * (last - first) / first if first else None
 

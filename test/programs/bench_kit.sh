@@ -1,5 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
+# test-needs: python3 taskset
 # The bench kit with any allocator: scripts/bench.py runs one given as
 # NAME=PATH under its name and records its file in the report, and refuses
 # a path that is not a preloadable shared object; scripts/compare tells a
