@@ -236,7 +236,12 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
     hk_os_unmap(r, size);
     return NULL;
   }
+  /* The header's granule, of which a few pages are written, on small pages
+   * even where the kernel's default is huge (THP "always"); the rest as the
+   * option says. */
+  hk_os_advise_small(r, HK_GRANULE);
   if (hk_opt.huge_thp) hk_os_advise_huge((uint8_t *)r + HK_GRANULE, size - HK_GRANULE);
+  else hk_os_advise_small((uint8_t *)r + HK_GRANULE, size - HK_GRANULE);
   r->magic = HK_REGION_MAGIC ^ (uintptr_t)r;
   r->size = size;
   r->offset = offset;

@@ -123,9 +123,12 @@ void *hk_os_space_take(size_t size) {
     if (atomic_compare_exchange_weak_explicit(&space_taken[k], &taken, taken | 1ull << i, memory_order_acquire,
                                               memory_order_relaxed)) {
       account_mapped(size);
-      /* all but the first SuperSlab: see spares_map (superslab.c) */
-      if (k == 0 && hk_opt.ss_thp && !atomic_exchange(&space_advised, true))
-        hk_os_advise_huge(space + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
+      /* all but the first SuperSlab: see spares_map (superslab.c); without
+       * huge pages, small ones asked for where the kernel's default is huge */
+      if (k == 0 && !atomic_exchange(&space_advised, true)) {
+        if (hk_opt.ss_thp) hk_os_advise_huge(space + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
+        else hk_os_advise_small(space, HK_SPACE_SS);
+      }
       return space + pools[k].offset + i * size;
     }
   }

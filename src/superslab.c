@@ -92,7 +92,8 @@ static bool spares_map(void) {
      * page's untouched units are resident but not counted as such, and
      * purging leaves them: so only the speed profile takes them. */
     size_t small = mapped > 0 ? 0 : HK_SS_SIZE;
-    if (hk_opt.ss_thp && n * HK_SS_SIZE > small) hk_os_advise_huge(p + small, n * HK_SS_SIZE - small);
+    if (!hk_opt.ss_thp) hk_os_advise_small(p, n * HK_SS_SIZE);  /* where the kernel's default is huge */
+    else if (n * HK_SS_SIZE > small) hk_os_advise_huge(p + small, n * HK_SS_SIZE - small);
     if (small) first_spare = p;
     spare = p;
     nspare = n;
