@@ -15,6 +15,30 @@
 
 #define SS_SIZE ((uintptr_t)4 << 20)
 
+/* Whether the mapping that holds address a is marked to get no huge pages
+ * (MADV_NOHUGEPAGE: "nh" among smaps' VmFlags), whatever the kernel's THP
+ * mode: so a small program stays small where the default is "always". */
+static bool no_huge_pages_asked(uintptr_t a) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  CHECK(f != NULL);
+  char line[512];
+  bool inside = false, nh = false, seen = false;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      if (inside) break;
+      inside = lo <= a && a < hi;
+    } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+      nh = strstr(line, " nh") != NULL;
+      seen = true;
+      break;
+    }
+  }
+  fclose(f);
+  CHECK_MSG(seen, "no VmFlags for %#lx in smaps", (unsigned long)a);
+  return nh;
+}
+
 /* AnonHugePages of the mapping that holds address a, in KiB, from smaps. */
 static long anon_huge_kib(uintptr_t a) {
   FILE *f = fopen("/proc/self/smaps", "r");
@@ -71,6 +95,26 @@ static void many_classes_stay_small(void) {
   printf("  %d blocks of 16-1040 B: huge pages in the first SuperSlab's halves %ld, %ld KiB\n", k, lo, hi);
   CHECK_EQ(lo, 0);
   CHECK_EQ(hi, 0);
+  CHECK(no_huge_pages_asked(first_ss) && no_huge_pages_asked(first_ss + SS_SIZE / 2));
+}
+
+/* The lean profile (no huge pages for SuperSlabs) asks for small pages on
+ * all of them: a child, since the profile is read once. */
+static void lean_asks_for_small_pages(void) {
+  child_result_t res;
+  const char *env[] = {"HAKMEM_PROFILE=lean", NULL};
+  run_self("lean", env, 30, &res);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
+}
+
+static void lean_child(void) {
+  void *p = malloc(100), *q[64];
+  for (int i = 0; i < 64; i++) CHECK((q[i] = malloc(60000)) != NULL);  /* a few SuperSlab units more */
+  CHECK(p != NULL);
+  for (int i = 0; i < 64; i++) CHECK(no_huge_pages_asked((uintptr_t)q[i]));
+  CHECK(no_huge_pages_asked((uintptr_t)p));
+  for (int i = 0; i < 64; i++) free(q[i]);
+  free(p);
 }
 
 /* 64-byte blocks, slab after slab, into the units of the second half (the
@@ -104,9 +148,14 @@ static void filled_half_becomes_huge(void) {
   for (size_t i = 0; i < sizeof small / sizeof *small; i++) free(small[i]);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   test_init();
   CHECK_MSG(hakmem_active(), "this test needs hakmem");
+  if (argc > 1) {  /* the child of lean_asks_for_small_pages */
+    lean_child();
+    return 0;
+  }
+  RUN(lean_asks_for_small_pages);
   if (!can_collapse()) {
     printf("skip: no transparent huge pages, or no MADV_COLLAPSE\n");
     return 77;
