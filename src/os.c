@@ -92,7 +92,7 @@ void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
  * mapping does: a process that grows to a few hundred MiB makes no mmap or
  * munmap call for its SuperSlabs and regions, and one madvise, when the
  * first SuperSlab is taken, gives all the SuperSlabs but the first huge pages
- * (HAKMEM_SS_THP).  Without a space
+ * (HAKMEM_SS_THP), or all of them small ones without it.  Without a space
  * (under an address-space limit or strict overcommit) or once it is full,
  * the callers map their own (hk_os_map_aligned). */
 #define HK_SPACE_SS ((size_t)256 << 20)
