@@ -68,6 +68,14 @@ static size_t units_bytes(size_t n) { return n << HK_UNIT_SHIFT; }
 
 /* ---- unit bitmaps of HK_REGION_UNITS bits ------------------------------------ */
 
+/* How many of the `len` bits of `mask` are set in x: without the call
+ * __builtin_popcountll is on x86-64's baseline where they are all set or
+ * all clear, as they mostly are. */
+static unsigned bits_in(uint64_t x, uint64_t mask, unsigned len) {
+  x &= mask;
+  return x == mask ? len : x ? (unsigned)__builtin_popcountll(x) : 0;
+}
+
 /* Clears (op 0), sets (op 1) or counts (op 2: w is only read) the bits
  * [at, at+n) of w, a word at a time; returns the count. */
 static unsigned bits_op(uint64_t *w, unsigned at, unsigned n, int op) {
@@ -77,7 +85,7 @@ static unsigned bits_op(uint64_t *w, unsigned at, unsigned n, int op) {
     uint64_t mask = hk_bits(i % 64, len);
     if (op == 0) w[k] &= ~mask;
     else if (op == 1) w[k] |= mask;
-    else count += (w[k] & mask) == mask ? len : (w[k] & mask) ? (unsigned)__builtin_popcountll(w[k] & mask) : 0;
+    else count += bits_in(w[k], mask, len);
     i += len;
   }
   return count;
@@ -287,8 +295,8 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
   unsigned reused = 0;
   for (unsigned i = u, end = u + n; i < end;) {
     unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
-    uint64_t mask = hk_bits(i % 64, len), was = resident_free(r, k) & mask;  /* dirty or dirty_old, never both */
-    reused += was == mask ? len : was ? (unsigned)__builtin_popcountll(was) : 0;
+    uint64_t mask = hk_bits(i % 64, len);
+    reused += bits_in(resident_free(r, k), mask, len);  /* dirty or dirty_old, never both */
     r->used[k] |= mask;
     r->dirty[k] &= ~mask;
     r->dirty_old[k] &= ~mask;
