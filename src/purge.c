@@ -148,8 +148,13 @@ static void *purger_main(void *arg) {
       pthread_cond_timedwait(&purger_wake, &purger_lock, &ts);
       continue;
     }
+    /* Waits for a tick or trim under way rather than spinning on the lock:
+     * a lean trim on another thread holds it for milliseconds. */
     pthread_mutex_unlock(&purger_lock);
-    tick_if_due();
+    pthread_mutex_lock(&tick_lock);
+    now = hk_os_now_ms();
+    if (now >= atomic_load_explicit(&next_tick, memory_order_relaxed)) tick(now);
+    pthread_mutex_unlock(&tick_lock);
     pthread_mutex_lock(&purger_lock);
   }
   return arg;
