@@ -244,8 +244,28 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
   return n;
 }
 
+/* Before an empty slab goes back to its SuperSlab, its free list must be
+ * its `nfree` blocks, each home once.  A block freed again after it went
+ * home (free marks it without reading it) is on a thread's list as well,
+ * its link into that list: if a malloc took it from there it is in the
+ * program's hands now, no longer marked home; if it came home again, it is
+ * on the list twice, counted twice, and another block is in the program's
+ * hands.  Either way the slab is not empty, and giving its memory back would
+ * hand a live block out again.  Each block seen is marked, so a second visit
+ * finds it unmarked; the slab's blocks are not read again before a new slab
+ * carves them. */
+static void expect_all_home(const hk_slab_t *s) {
+  unsigned n = 0;
+  for (void *b = s->free; b; b = hk_next(b), n++) {
+    if (hk_unlikely(n == s->nfree || !hk_is_home(b) || hk_slab_of(b) != s)) hk_misuse_freed(b, s->cls);
+    ((uint64_t *)b)[1] = 0;
+  }
+  if (hk_unlikely(n != s->nfree)) hk_fatal("free(): double free or corrupted block in a slab", s->start);
+}
+
 /* Gives an empty slab back to its SuperSlab. */
 static void release(hk_central_t *c, hk_slab_t *s) {
+  expect_all_home(s);
   c->counts.slab_free -= s->nfree;
   c->counts.slabs--;
   hk_slab_release(s);
@@ -257,6 +277,8 @@ static void slab_put(hk_central_t *c, unsigned cls, void *b, bool keep) {
   hk_slab_t *s = hk_slab_of(b);
   hk_expect_free(b, cls);  /* on a list twice, one copy handed out */
   if (hk_unlikely(s->cls != cls || s->nfree >= s->carved)) hk_fatal("free(): double free or corrupted block", b);
+  /* a block boundary the slab has not carved yet: never handed out */
+  if (hk_unlikely((uint8_t *)b >= s->start + (size_t)s->carved * s->block_size)) hk_fatal("free(): invalid pointer", b);
   hk_mark_home(b);
 #if HAK_CHECKS
   if ((size_t)((uint8_t *)b - s->start) % s->block_size != 0) hk_fatal("free(): pointer inside a block", b);

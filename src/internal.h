@@ -63,8 +63,8 @@
  *   nothing of the block: a block freed long ago is a cache miss, and a load
  *   holds up everything after it where a store does not (at 100 000 live
  *   blocks, a check at free cost a third of the speed).  Blocks home in
- *   their slabs carry the key's complement: one that comes back twice is
- *   caught there (central.c). */
+ *   their slabs carry the key's complement: one freed again is caught when
+ *   its slab hands it out or, seemingly empty, is given back (central.c). */
 #ifndef HAK_INTERNAL_H
 #define HAK_INTERNAL_H
 

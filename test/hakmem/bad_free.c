@@ -6,7 +6,8 @@
  * range, of a block given back to its slab or region) before the block is
  * handed out twice, writes into a freed block's second word before it is
  * handed out again, frees of pointers hakmem never handed out (stack, static
- * data, another mapping) and of pointers inside blocks (small, large, huge),
+ * data, another mapping, a block boundary its slab has not handed out) and
+ * of pointers inside blocks (small, large, huge),
  * and realloc of any of these.  A double free of a block still in a cache is
  * caught when malloc would hand it out a second time: the cases go on
  * allocating blocks of its size, and must not get that far. */
@@ -99,6 +100,54 @@ static void small_twice_after_flush(void) {
   hak_thread_flush();
   free_opaque(p);
   allocate_on(100, 12000);
+}
+
+/* 64 blocks of 64 bytes; the first freed, sent home to its slab (a flush
+ * parks it, malloc_trim sends it home), and freed again. */
+static void free_home_block_again(char **a) {
+  for (int i = 0; i < 64; i++) a[i] = xmalloc(64);
+  free_opaque(a[0]);
+  hak_thread_flush();
+  malloc_trim(0);
+  free_opaque(a[0]);
+}
+
+/* ... the second free sends it home once more; when the rest of its slab
+ * comes home too, the slab counts as empty while another of its blocks is in
+ * the program's hands, and giving the slab back would hand that block out
+ * again */
+static void small_twice_home_slab_empties(void) {
+  char *a[64];
+  free_home_block_again(a);
+  hak_thread_flush();
+  malloc_trim(0);
+  for (int i = 2; i < 64; i++) free_opaque(a[i]);
+  hak_thread_flush();
+  malloc_trim(0);
+  allocate_on(64, 4000);
+}
+
+/* ... or a malloc hands it out from the thread's list while it is on its
+ * slab's list too */
+static void small_twice_home_handed_out(void) {
+  char *a[64];
+  free_home_block_again(a);
+  char *again = xmalloc(64);
+  CHECK(again == a[0]);
+  for (int i = 1; i < 64; i++) free_opaque(a[i]);
+  hak_thread_flush();
+  malloc_trim(0);
+  allocate_on(64, 4000);
+}
+
+/* A block boundary of a slab that has not handed that block out yet (its
+ * slab carves blocks a page at a time): caught when it goes back to the
+ * slab (a flush parks the thread's list, malloc_trim sends it home). */
+static void small_never_handed_out(void) {
+  uintptr_t unit = (uintptr_t)xmalloc(64) & ~(uintptr_t)0xffff;
+  free_opaque((void *)(unit + 60000 / 64 * 64));
+  hak_thread_flush();
+  malloc_trim(0);
 }
 
 /* A write into a freed block's second word, where it is marked free. */
@@ -228,6 +277,12 @@ static const misuse_t cases[] = {
     {"free(p); free(q); free(p), 80 B, then a flush", small_twice_flushed, "hakmem: double free of 0x", NULL},
     {"free(p); free(q); free(p), 96 B, then a flush and malloc_trim", small_twice_trimmed, "hakmem: double free of 0x", NULL},
     {"double free after 5000 frees and a flush", small_twice_after_flush, "hakmem: double free of 0x", NULL},
+    {"double free of a block back in its slab, whose slab then empties", small_twice_home_slab_empties,
+     "hakmem: double free of 0x", NULL},
+    {"double free of a block back in its slab, handed out again from the thread's list",
+     small_twice_home_handed_out, "hakmem: double free of 0x", NULL},
+    {"free(a 64-byte block its slab has not handed out), then a flush", small_never_handed_out,
+     "hakmem: free(): invalid pointer: 0x", "hakmem: free of 0x…, inside a block"},
     {"a write into a freed 64-byte block", small_written_after_free, "hakmem: double free of 0x", NULL},
     {"free(48-byte block + 16)", small_interior, "hakmem: free of 0x…, inside a block", NULL},
     {"free(where a 48-byte block would follow a slab's last)", small_past_the_last_block,
