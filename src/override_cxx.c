@@ -3,10 +3,13 @@
  * that the library needs no C++ runtime (libstdc++ alone would add over 1 MB
  * to every process's RSS).  Failure follows the standard: the new-handler is
  * called until it gives up, then std::bad_alloc is thrown; both are reached
- * through weak references to libstdc++, which every C++ program has loaded.
- * The nothrow forms of new are left to libstdc++: they call the operator new
+ * through libstdc++'s functions: weak references where the process had
+ * libstdc++ when it started, or else looked up when needed (a C program
+ * loading a C++ library with dlopen gets it later).  The nothrow forms of new are left to libstdc++: they call the operator new
  * below inside a try block and turn std::bad_alloc into nullptr.
  * Names are for LP64 targets (size_t mangles as 'm'). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include "internal.h"
 
 #ifndef HAK_NO_OVERRIDE
@@ -14,13 +17,33 @@ typedef void (*hk_new_handler_t)(void);
 extern hk_new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));   /* std::get_new_handler() */
 extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn)); /* std::__throw_bad_alloc() */
 
+/* A C++ runtime function: its weak reference, or else where the runtime
+ * loaded since has it, in the global scope or not (a library loaded with
+ * RTLD_LOCAL brings its runtime in its own scope). */
+static void *cxx_function(void *weak, const char *name) {
+  static const char *const runtimes[] = {"libstdc++.so.6", "libc++.so.1"};
+  void *f = weak ? weak : dlsym(RTLD_DEFAULT, name);
+  for (size_t i = 0; !f && i < sizeof runtimes / sizeof runtimes[0]; i++) {
+    void *h = dlopen(runtimes[i], RTLD_LAZY | RTLD_NOLOAD);  /* only if loaded already */
+    if (!h) continue;
+    f = dlsym(h, name);
+    dlclose(h);  /* what loaded it keeps it */
+  }
+  return f;
+}
+
+static __attribute__((noreturn, noinline)) void throw_bad_alloc(void) {
+  void (*throw_it)(void) = cxx_function((void *)_ZSt17__throw_bad_allocv, "_ZSt17__throw_bad_allocv");
+  if (throw_it) throw_it();
+  hk_fatal("operator new: out of memory and no C++ runtime to throw std::bad_alloc", NULL);
+}
+
 static __attribute__((noinline)) void *new_retry(size_t size, size_t alignment) {
   for (;;) {
-    hk_new_handler_t handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
-    if (!handler) {
-      if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
-      hk_fatal("operator new: out of memory and no C++ runtime to throw std::bad_alloc", NULL);
-    }
+    hk_new_handler_t (*get_handler)(void) =
+        cxx_function((void *)_ZSt15get_new_handlerv, "_ZSt15get_new_handlerv");
+    hk_new_handler_t handler = get_handler ? get_handler() : NULL;
+    if (!handler) throw_bad_alloc();
     handler();
     void *p = alignment ? hk_aligned(alignment, size) : hk_malloc_fast(size);
     if (p) return p;
@@ -33,7 +56,7 @@ static inline void *new_plain(size_t size) {
 }
 
 static inline void *new_aligned(size_t size, size_t alignment) {
-  if (!hk_is_pow2(alignment)) _ZSt17__throw_bad_allocv();
+  if (!hk_is_pow2(alignment)) throw_bad_alloc();
   void *p = hk_aligned(alignment, size);
   return hk_likely(p != NULL) ? p : new_retry(size, alignment);
 }

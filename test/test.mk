@@ -101,7 +101,8 @@ FUZZ_NAMES         := $(call test_names,fuzz)
 FUZZ_BINS          := $(addprefix $(TEST_OUT)/fuzz/,$(FUZZ_NAMES))
 
 # Libraries the tests load (test/lib/).
-TEST_HELPER_LIBS := $(TEST_OUT)/libearly.so $(TEST_OUT)/libearly_dl.so $(TEST_OUT)/libtls_dl.so
+TEST_HELPER_LIBS := $(TEST_OUT)/libearly.so $(TEST_OUT)/libearly_dl.so $(TEST_OUT)/libtls_dl.so \
+                    $(TEST_OUT)/libcxx_plugin.so
 # `early` is linked to libearly.so, found next to it or one directory up.
 TEST_LDFLAGS_early := -L$(TEST_OUT) -learly -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..'
 
@@ -218,6 +219,10 @@ $(TEST_OUT)/libearly_dl.so: test/lib/early_lib.c $(TEST_HDRS)
 $(TEST_OUT)/libtls_dl.so: test/lib/tls_lib.c test/test.mk
 	@mkdir -p $(@D); rm -f $@
 	$(CC) $(TEST_CFLAGS) -fPIC -shared $< -o $@
+
+$(TEST_OUT)/libcxx_plugin.so: test/lib/cxx_plugin.cpp test/test.mk
+	@mkdir -p $(@D); rm -f $@
+	$(CXX) $(TEST_CXXFLAGS) -fPIC -shared $< -o $@
 
 # ---- other builds of the library ----
 # The library's own Makefile decides whether they are up to date.

@@ -228,6 +228,21 @@ static inline size_t tagged_check_(const void *p, const char *file, int line) {
 
 /* ---- which allocator ---------------------------------------------------- */
 
+/* The path of one of the libraries the tests load (test/lib/), built next
+ * to the test program or one directory up (build/test/static/X). */
+static inline void helper_lib_path(char *path, size_t cap, const char *name) {
+  ssize_t n = readlink("/proc/self/exe", path, cap - 64);
+  CHECK(n > 0 && strlen(name) < 60);
+  path[n] = '\0';
+  char *slash = strrchr(path, '/');
+  CHECK(slash != NULL);
+  strcpy(slash + 1, name);
+  if (access(path, R_OK) != 0) {
+    strcpy(slash + 1, "../");
+    strcpy(slash + 4, name);
+  }
+}
+
 /* hakmem's own functions, looked up at run time: the tests of the standard API
  * are plain programs that run against glibc or, preloaded, against hakmem. */
 static inline void *hakmem_sym(const char *name) { return dlsym(RTLD_DEFAULT, name); }

@@ -29,22 +29,11 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
-static void library_path(char *path, size_t cap) {
-  ssize_t n = readlink("/proc/self/exe", path, cap - 64);
-  char *slash;
-  CHECK(n > 0);
-  path[n] = '\0';
-  slash = strrchr(path, '/');
-  CHECK(slash != NULL);
-  strcpy(slash + 1, "libtls_dl.so");
-  if (access(path, R_OK) != 0) strcpy(slash + 1, "../libtls_dl.so");
-}
-
 static void dlopen_tls_in_threads(void) {
   char path[4096];
   unsigned long main_sum = 0, got;
   int round, t;
-  library_path(path, sizeof path);
+  helper_lib_path(path, sizeof path, "libtls_dl.so");
   for (round = 0; round < ROUNDS; round++) {
     pthread_t th[THREADS];
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);

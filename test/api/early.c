@@ -38,20 +38,13 @@ static void constructor_allocated_before_main(void) {
 }
 
 static void dlopen_and_dlsym(void) {
-  char path[4096], *slash;
+  char path[4096];
   void *h;
   int (*ok)(void);
   void *(*take)(void);
   char *(*make)(const char *);
   int round;
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 64);
-  CHECK(n > 0);
-  path[n] = '\0';
-  slash = strrchr(path, '/');
-  CHECK(slash != NULL);
-  /* Next to the program, or one directory up (build/test/static/early). */
-  strcpy(slash + 1, "libearly_dl.so");
-  if (access(path, R_OK) != 0) strcpy(slash + 1, "../libearly_dl.so");
+  helper_lib_path(path, sizeof path, "libearly_dl.so");
 
   /* A missing library: dlerror's message is allocated by libc. */
   CHECK(dlopen("libdoes-not-exist-hakmem-test.so", RTLD_NOW) == NULL);
