@@ -35,16 +35,16 @@ static uintptr_t wanted_ceiling(bool *roomy) {
   uintptr_t top = (uintptr_t)1 << 36;
   while (top <= (uintptr_t)&here && top < (uintptr_t)1 << 48) top <<= 1;  /* the stack is near the top */
   struct rlimit as;
-  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+  if (hk_keep_errno(getrlimit(RLIMIT_AS, &as)) == 0 && as.rlim_cur != RLIM_INFINITY) {
     uintptr_t window = (uintptr_t)1 << 36;
     while (window < top && window / 8 < as.rlim_cur) window <<= 1;
     return window;
   }
   char mode = 0;  /* read raw: stdio would allocate, and the allocator is not set up */
-  int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+  int fd = hk_keep_errno(open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC));
   if (fd >= 0) {
-    if (read(fd, &mode, 1) != 1) mode = 0;
-    close(fd);
+    if (hk_keep_errno(read(fd, &mode, 1)) != 1) mode = 0;
+    hk_keep_errno(close(fd));
   }
   *roomy = mode != '2';
   return mode == '2' ? hk_min(top, (uintptr_t)1 << 40) : top;

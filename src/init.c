@@ -11,7 +11,7 @@ atomic_bool hk_ready;
  * address space layout; never 0 (the contents of fresh memory). */
 static uint64_t random_key(void) {
   uint64_t k = 0;
-  if (getrandom(&k, sizeof k, GRND_NONBLOCK) != sizeof k) {
+  if (hk_keep_errno(getrandom(&k, sizeof k, GRND_NONBLOCK)) != sizeof k) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     k = ((uint64_t)ts.tv_nsec << 32 ^ (uint64_t)ts.tv_sec ^ (uintptr_t)&ts) * 0x9e3779b97f4a7c15ull;

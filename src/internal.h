@@ -81,6 +81,16 @@
 #define HK_EXPORT __attribute__((visibility("default")))
 #define hk_likely(x) __builtin_expect(!!(x), 1)
 #define hk_unlikely(x) __builtin_expect(!!(x), 0)
+/* A system call whose failure the allocator handles itself: errno as it was,
+ * so that a malloc that succeeds, and every free, leave errno alone (a
+ * failing malloc sets ENOMEM where it gives up). */
+#define hk_keep_errno(call) \
+  __extension__({                          \
+    int hk_errno_ = errno;                 \
+    __typeof__(call) hk_result_ = (call);  \
+    errno = hk_errno_;                     \
+    hk_result_;                            \
+  })
 
 #define HK_UNIT_SHIFT 16                       /* 64 KiB: granule of the class map */
 #define HK_UNIT_SIZE ((size_t)1 << HK_UNIT_SHIFT)

@@ -27,13 +27,13 @@ void hk_os_count_mapped(size_t size) { account_mapped(size); }
 
 static void *map_at(void *hint, size_t size, int extra_flags) {
   atomic_fetch_add_explicit(&n_mmap, 1, memory_order_relaxed);
-  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
+  void *p = hk_keep_errno(mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0));
   return p == MAP_FAILED ? NULL : p;
 }
 
 static void unmap_raw(void *p, size_t size) {
   atomic_fetch_add_explicit(&n_munmap, 1, memory_order_relaxed);
-  munmap(p, size);
+  hk_keep_errno(munmap(p, size));
 }
 
 static uintptr_t ceiling = UINTPTR_MAX;  /* mappings must end below it (the class map's) */
@@ -140,7 +140,7 @@ static bool space_give(void *p, size_t size) {
   uintptr_t off = (uintptr_t)((uint8_t *)p - space);
   unsigned k = off >= HK_SPACE_SS;
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
-  madvise(p, size, MADV_DONTNEED);
+  hk_keep_errno(madvise(p, size, MADV_DONTNEED));
   atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
   atomic_fetch_and_explicit(&space_taken[k], ~(1ull << ((off - pools[k].offset) / size)), memory_order_release);
   return true;
@@ -156,8 +156,8 @@ void hk_os_unmap(void *p, size_t size) {
  * hk_os_map_aligned) moves it there, replacing the target. */
 void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target) {
   atomic_fetch_add_explicit(&n_mremap, 1, memory_order_relaxed);
-  void *q = target ? mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target)
-                   : mremap(p, old_size, new_size, 0);
+  void *q = hk_keep_errno(target ? mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target)
+                                 : mremap(p, old_size, new_size, 0));
   if (q == MAP_FAILED) return NULL;
   if (target) atomic_fetch_sub_explicit(&mapped_bytes, old_size, memory_order_relaxed);
   else if (new_size > old_size) account_mapped(new_size - old_size);
@@ -172,26 +172,26 @@ void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target) {
 void hk_os_decommit(void *p, size_t size) {
   hk_assert(hk_opt.decommit != HK_DECOMMIT_OFF, "decommit under HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF");
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
-  madvise(p, size, hk_opt.decommit == HK_DECOMMIT_FREE ? MADV_FREE : MADV_DONTNEED);
+  hk_keep_errno(madvise(p, size, hk_opt.decommit == HK_DECOMMIT_FREE ? MADV_FREE : MADV_DONTNEED));
 }
 
 void hk_os_protect(void *p, size_t size, bool access) {
-  mprotect(p, size, access ? PROT_READ | PROT_WRITE : PROT_NONE);
+  hk_keep_errno(mprotect(p, size, access ? PROT_READ | PROT_WRITE : PROT_NONE));
 }
 
 /* Asks for transparent huge pages in [p, p + size). */
 void hk_os_advise_huge(void *p, size_t size) {
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
-  madvise(p, size, MADV_HUGEPAGE);
+  hk_keep_errno(madvise(p, size, MADV_HUGEPAGE));
 }
 
 bool hk_os_huge_pages_available(void) {
-  if (prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1) return false;
+  if (hk_keep_errno(prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0)) == 1) return false;
   char mode[96] = "";
-  int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+  int fd = hk_keep_errno(open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC));
   if (fd < 0) return false;
-  ssize_t n = read(fd, mode, sizeof mode - 1);
-  close(fd);
+  ssize_t n = hk_keep_errno(read(fd, mode, sizeof mode - 1));
+  hk_keep_errno(close(fd));
   return n > 0 && !strstr(mode, "[never]");
 }
 
@@ -203,14 +203,14 @@ unsigned hk_os_resident_pages(void *p, size_t size) {
   unsigned char vec[512] = {0};
   size_t page = hk_os_page_size(), pages = hk_min(size / page, sizeof vec);
   unsigned n = 0;
-  if (mincore(p, pages * page, vec)) return 0;
+  if (hk_keep_errno(mincore(p, pages * page, vec))) return 0;
   for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
   return n * (unsigned)(page / HK_PAGE_SIZE);
 }
 
 void hk_os_advise_small(void *p, size_t size) {
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
-  madvise(p, size, MADV_NOHUGEPAGE);
+  hk_keep_errno(madvise(p, size, MADV_NOHUGEPAGE));
 }
 
 void *hk_os_space_first(void) { return space; }
@@ -218,7 +218,7 @@ void *hk_os_space_first(void) { return space; }
 void hk_os_collapse_huge(void *p, size_t size) {
   hk_os_advise_huge(p, size);
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
-  madvise(p, size, MADV_COLLAPSE);
+  hk_keep_errno(madvise(p, size, MADV_COLLAPSE));
 }
 
 uint64_t hk_os_now_ms(void) {
@@ -229,7 +229,7 @@ uint64_t hk_os_now_ms(void) {
 
 unsigned hk_os_cpus(void) {
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  if (hk_keep_errno(sched_getaffinity(0, sizeof set, &set)) != 0) return 1;
   return (unsigned)CPU_COUNT(&set);
 }
 

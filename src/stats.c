@@ -34,9 +34,9 @@ void hk_stats_out(ptrdiff_t bytes) {
 /* The process's resident set, read with raw system calls. */
 static size_t resident_bytes(void) {
   char buf[128];
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-  if (fd >= 0) close(fd);
+  int fd = hk_keep_errno(open("/proc/self/statm", O_RDONLY | O_CLOEXEC));
+  ssize_t n = fd < 0 ? -1 : hk_keep_errno(read(fd, buf, sizeof buf - 1));
+  if (fd >= 0) hk_keep_errno(close(fd));
   if (n <= 0) return 0;
   buf[n] = '\0';
   unsigned long size, resident;

@@ -148,6 +148,10 @@ static void glibc_malloc_extras(void) {
   mi = mallinfo2();
   (void)mi;
   malloc_info(0, devnull);
+  /* options other than 0: glibc returns EINVAL itself, errno untouched */
+  errno = 0;
+  CHECK_EQ(malloc_info(1, devnull), EINVAL);
+  CHECK_EQ(errno, 0);
   fclose(devnull);
   memset(p, 1, 1000);
   free(p);
