@@ -260,18 +260,24 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
   return r;
 }
 
-/* Gives back the units of a shared region set in word k's `bits`; returns the bytes. */
-static size_t decommit_units(hk_region_t *r, unsigned k, uint64_t bits) {
+/* Gives back the units of a shared region set in word k's *bits; returns
+ * the bytes, and leaves in *bits the units the kernel refused (locked
+ * pages: mlock): they stay resident, free and stale (calloc clears them). */
+static size_t decommit_units(hk_region_t *r, unsigned k, uint64_t *bits) {
   size_t bytes = 0;
-  for (uint64_t rest = bits; rest;) {
+  uint64_t refused = 0;
+  for (uint64_t rest = *bits; rest;) {
     unsigned b = (unsigned)__builtin_ctzll(rest);
     uint64_t run = ~(rest >> b);
     unsigned n = run ? (unsigned)__builtin_ctzll(run) : 64 - b;
-    hk_os_decommit((uint8_t *)r + units_bytes((size_t)k * 64 + b), units_bytes(n));
+    if (hk_os_decommit((uint8_t *)r + units_bytes((size_t)k * 64 + b), units_bytes(n)))
+      bytes += units_bytes(n);
+    else
+      refused |= hk_bits(b, n);
     rest &= ~hk_bits(b, n);
-    bytes += units_bytes(n);
   }
-  if (hk_opt.decommit == HK_DECOMMIT_DONTNEED) r->stale[k] &= ~bits;
+  if (hk_opt.decommit == HK_DECOMMIT_DONTNEED) r->stale[k] &= ~(*bits & ~refused);
+  *bits = refused;
   return bytes;
 }
 
@@ -317,7 +323,10 @@ static void release_units(hk_region_t *r, unsigned u, unsigned n) {
   if (hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF) {
     for (unsigned i = u, end = u + n; i < end;) {
       unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
-      decommit_units(r, k, hk_bits(i % 64, len));
+      uint64_t refused = hk_bits(i % 64, len);
+      decommit_units(r, k, &refused);
+      r->dirty[k] |= refused;
+      if (refused) hk_resident_add(&resident, (ptrdiff_t)units_bytes((size_t)__builtin_popcountll(refused)));
       i += len;
     }
   } else {
@@ -695,8 +704,7 @@ size_t hk_huge_purge(int mode, size_t want) {
       for (hk_region_t *r = regions; r && bytes < want; r = r->next) {
         uint64_t *bits = old ? r->dirty_old : r->dirty;
         for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
-          size_t n = bits[k] ? decommit_units(r, k, bits[k]) : 0;
-          bits[k] = 0;
+          size_t n = bits[k] ? decommit_units(r, k, &bits[k]) : 0;
           if (n) hk_resident_add(&resident, -(ptrdiff_t)n);
           bytes += n;
         }
@@ -710,13 +718,14 @@ size_t hk_huge_purge(int mode, size_t want) {
     next = r->next;
     bool dirty_old = false;
     for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
-      uint64_t bits = mode == HK_PURGE_DUE ? r->dirty_old[k] : resident_free(r, k);
-      size_t n = bits ? decommit_units(r, k, bits) : 0;
+      uint64_t refused = mode == HK_PURGE_DUE ? r->dirty_old[k] : resident_free(r, k);
+      size_t n = refused ? decommit_units(r, k, &refused) : 0;
       if (n) hk_resident_add(&resident, -(ptrdiff_t)n);
       bytes += n;
       r->dirty_old[k] = mode == HK_PURGE_DUE ? r->dirty[k] : 0;
-      r->dirty[k] = 0;
+      r->dirty[k] = refused;
       dirty_old |= r->dirty_old[k] != 0;
+      pending |= refused != 0;  /* tried again at a later tick */
     }
     pending |= dirty_old;
     if (!region_empty(r) || empty++ == 0 || dirty_old) continue;

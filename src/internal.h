@@ -552,7 +552,7 @@ HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *tar
 HK_HIDDEN void hk_os_count_mapped(size_t size);  /* bytes a remap moved to where nothing was counted */
 HK_HIDDEN size_t hk_os_page_size(void);
 HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, committed as touched */
-HK_HIDDEN void hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says */
+HK_HIDDEN bool hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says; false if refused */
 HK_HIDDEN bool hk_os_huge_pages_available(void);  /* the kernel gives transparent huge pages to this process */
 HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */
 HK_HIDDEN void hk_os_collapse_huge(void *p, size_t size);  /* and made of the pages there now */

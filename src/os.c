@@ -140,7 +140,10 @@ static bool space_give(void *p, size_t size) {
   uintptr_t off = (uintptr_t)((uint8_t *)p - space);
   unsigned k = off >= HK_SPACE_SS;
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
-  hk_keep_errno(madvise(p, size, MADV_DONTNEED));
+  /* The slot is taken again as fresh, zero memory.  Locked pages (mlock)
+   * refuse MADV_DONTNEED: a new mapping in their place is zero; should that
+   * fail too, the slot stays taken. */
+  if (hk_keep_errno(madvise(p, size, MADV_DONTNEED)) != 0 && map_at(p, size, MAP_FIXED) != p) return true;
   atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
   atomic_fetch_and_explicit(&space_taken[k], ~(1ull << ((off - pools[k].offset) / size)), memory_order_release);
   return true;
@@ -169,10 +172,10 @@ void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target) {
  * as zero afterwards) or FREE (the kernel takes them when it needs memory;
  * until then they keep their contents).  Under OFF the purges give nothing
  * back and never call this. */
-void hk_os_decommit(void *p, size_t size) {
+bool hk_os_decommit(void *p, size_t size) {
   hk_assert(hk_opt.decommit != HK_DECOMMIT_OFF, "decommit under HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF");
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
-  hk_keep_errno(madvise(p, size, hk_opt.decommit == HK_DECOMMIT_FREE ? MADV_FREE : MADV_DONTNEED));
+  return hk_keep_errno(madvise(p, size, hk_opt.decommit == HK_DECOMMIT_FREE ? MADV_FREE : MADV_DONTNEED)) == 0;
 }
 
 void hk_os_protect(void *p, size_t size, bool access) {
