@@ -21,9 +21,10 @@ static uint64_t random_key(void) {
 pthread_key_t hk_thread_key;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Lock order: the purger's and the tick's, the thread-cache registry, a class's central lock, an
- * arena's, the huge blocks'. */
+/* Lock order: an exiting thread's printing of its traffic, the purger's and the tick's, the
+ * thread-cache registry, a class's central lock, an arena's, the huge blocks'. */
 static void fork_prepare(void) {
+  hk_stats_fork_lock();
   hk_purge_fork_lock();
   hk_tcache_fork_lock();
   hk_central_fork_lock();
@@ -36,6 +37,7 @@ static void fork_after(bool child) {
   hk_central_fork_unlock(child);
   hk_tcache_fork_unlock(child);
   hk_purge_fork_unlock(child);
+  hk_stats_fork_unlock(child);
 }
 static void fork_parent(void) { fork_after(false); }
 static void fork_child(void) { fork_after(true); }

@@ -661,6 +661,8 @@ HK_HIDDEN void hk_message(const char *fmt, ...) __attribute__((format(printf, 1,
 HK_HIDDEN void hk_os_stats_print(void);
 HK_HIDDEN void hk_stats_out(ptrdiff_t bytes);  /* bytes handed out of the central caches grew/shrank */
 HK_HIDDEN void hk_front_print(const char *who, const hk_front_t *front);
+HK_HIDDEN void hk_stats_fork_lock(void);
+HK_HIDDEN void hk_stats_fork_unlock(bool child);
 HK_HIDDEN void hk_stats_at_exit(void);
 
 #endif

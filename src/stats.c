@@ -180,12 +180,22 @@ static void front_csv(const char *who, const hak_stats_t *s) {
   }
 }
 
+/* Threads print their traffic one at a time (the table is too big for a
+ * thread's stack); fork takes the lock first, before the allocator's. */
+static pthread_mutex_t front_print_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void hk_stats_fork_lock(void) { pthread_mutex_lock(&front_print_lock); }
+
+void hk_stats_fork_unlock(bool child) {
+  if (child) pthread_mutex_init(&front_print_lock, NULL);
+  else pthread_mutex_unlock(&front_print_lock);
+}
+
 /* One thread's traffic, when it exits (HAKMEM_TINY_FRONT_DUMP). */
 void hk_front_print(const char *who, const hk_front_t *front) {
-  static hak_stats_t s;  /* too big for a thread's stack; threads print under one lock */
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static hak_stats_t s;
   char name[48];
-  pthread_mutex_lock(&lock);
+  pthread_mutex_lock(&front_print_lock);
   memset(&s, 0, sizeof s);
   s.nclasses = HAK_NCLASSES;
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
@@ -195,7 +205,7 @@ void hk_front_print(const char *who, const hk_front_t *front) {
   }
   snprintf(name, sizeof name, "%s %ld", who, (long)gettid());
   front_csv(name, &s);
-  pthread_mutex_unlock(&lock);
+  pthread_mutex_unlock(&front_print_lock);
 }
 
 void hk_os_stats_print(void) {
