@@ -19,6 +19,7 @@ static uint64_t random_key(void) {
   return k | 1;
 }
 pthread_key_t hk_thread_key;
+bool hk_thread_key_made;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Lock order: an exiting thread's printing of its traffic, the purger's and the tick's, the
@@ -53,7 +54,7 @@ void hk_process_init_slow(void) {
     hk_arenas_init(hk_os_cpus());
     hk_central_init(hk_os_cpus());
     hk_class_map_init();
-    pthread_key_create(&hk_thread_key, hk_thread_exit);
+    hk_thread_key_made = pthread_key_create(&hk_thread_key, hk_thread_exit) == 0;
     atomic_store_explicit(&hk_ready, true, memory_order_release);
     first = true;
   }

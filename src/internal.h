@@ -129,7 +129,7 @@ typedef struct hk_tcache {
   uint8_t overflows[HK_NCLASS + 1];  /* since the list last ran dry: 0 or HK_OVERFLOW_* */
   uint8_t early_frees;               /* frees before the first malloc (see hk_free_overflow) */
   ptrdiff_t out_pending;             /* bytes taken less bytes given, not yet in the statistics */
-  struct hk_tcache *next, *prev;     /* the registry of live caches (tcache.c) */
+  uint32_t registered;               /* its place in the registry of live caches (tcache.c) */
   hk_front_t front[HK_NCLASS + 1];
 } hk_tcache_t;
 #define HK_TCACHE_MIN_CAP 8      /* what a list shrinks to at most */
@@ -637,6 +637,7 @@ static inline void hk_purge_poll(void) {
 /* ---- process set-up (init.c) ------------------------------------------------ */
 extern atomic_bool hk_ready HK_HIDDEN;
 extern pthread_key_t hk_thread_key HK_HIDDEN;
+extern bool hk_thread_key_made HK_HIDDEN;  /* false: threads get no cache (nothing would hand it back) */
 HK_HIDDEN void hk_process_init_slow(void);
 static inline void hk_process_init(void) {
   if (hk_unlikely(!atomic_load_explicit(&hk_ready, memory_order_acquire))) hk_process_init_slow();

@@ -10,9 +10,15 @@ const uint64_t hk_list_end[2] __attribute__((aligned(16))) = {0, 2};
 __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) = {.head = {[0 ... HK_NCLASS] = HK_END}};
 
 /* The caches of live threads, for statistics, and the counters of the
- * threads that have exited. */
+ * threads that have exited.  An array rather than a list through the caches:
+ * a thread whose first allocator call comes in the last round of its key
+ * destructors sets up a cache that hk_thread_exit never hands back (glibc
+ * runs no further round), and the next thread given the same TLS block finds
+ * it here, the only trace of it left, and takes its place (its blocks are
+ * lost: that thread's TLS image overwrote them). */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static hk_tcache_t *registry;
+static hk_tcache_t **registry;
+static size_t registry_n, registry_cap;
 static hk_front_t exited[HK_NCLASS + 1];
 
 /* Adds a change in the bytes out of the central caches to the process-wide
@@ -280,16 +286,48 @@ static int start_cap(unsigned c) {
   return hk_min(hk_max(cap / 4, (int)hk_prewarm_count(c)), cap);
 }
 
+static void registry_remove_at(size_t i) {
+  registry[i] = registry[--registry_n];
+  registry[i]->registered = (uint32_t)i;
+}
+
+/* Adds a new thread's cache, in place of the cache its TLS block held for a
+ * thread that never handed it back; false if there is no room. */
+static bool registry_add(hk_tcache_t *tc) {
+  for (size_t i = 0; i < registry_n; i++) {
+    if (registry[i] != tc) continue;
+    registry_remove_at(i);
+    atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
+    break;
+  }
+  if (registry_n == registry_cap) {
+    size_t cap = hk_max(registry_cap * 2, HK_PAGE_SIZE / sizeof *registry);
+    hk_tcache_t **grown = hk_os_map_aligned(cap * sizeof *registry, HK_PAGE_SIZE, 0);
+    if (!grown) return false;
+    if (registry_n) memcpy(grown, registry, registry_n * sizeof *registry);
+    if (registry) hk_os_unmap(registry, registry_cap * sizeof *registry);
+    registry = grown;
+    registry_cap = cap;
+  }
+  tc->registered = (uint32_t)registry_n;
+  registry[registry_n++] = tc;
+  return true;
+}
+
 void hk_thread_init(hk_tcache_t *tc) {
   hk_process_init();
+  pthread_mutex_lock(&registry_lock);
+  bool registered = hk_thread_key_made && registry_add(tc);
+  pthread_mutex_unlock(&registry_lock);
+  if (!registered) {  /* no way to hand a cache back at exit, or to count it: none */
+    tc->state = HK_TC_DEAD;
+    return;
+  }
   for (unsigned c = 1; c <= HK_NCLASS; c++) set_cap(tc, c, start_cap(c));
   tc->arena = (uint8_t)hk_arena_assign();
   atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
   tc->state = HK_TC_ACTIVE;
   pthread_setspecific(hk_thread_key, tc);  /* arms hk_thread_exit */
-  pthread_mutex_lock(&registry_lock);
-  hk_list_push(&registry, tc);
-  pthread_mutex_unlock(&registry_lock);
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
     unsigned n = hk_prewarm_count(c);
     if (n && tc->head[c] == HK_END) tcache_fill(tc, c, n);
@@ -316,7 +354,8 @@ void hk_thread_exit(void *arg) {
   note_out(tc, 0);
   if (hk_opt.front_dump) hk_front_print("thread", tc->front);
   pthread_mutex_lock(&registry_lock);
-  hk_list_remove(&registry, tc);
+  hk_assert(tc->registered < registry_n && registry[tc->registered] == tc, "thread cache not registered");
+  registry_remove_at(tc->registered);
   hk_front_add(exited, tc->front);
   pthread_mutex_unlock(&registry_lock);
   hk_purge_poll();
@@ -340,7 +379,8 @@ void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
   pthread_mutex_lock(&registry_lock);
   memcpy(front, exited, sizeof exited);
   *threads = 0;
-  for (hk_tcache_t *tc = registry; tc; tc = tc->next, ++*threads) {
+  for (size_t i = 0; i < registry_n; i++, ++*threads) {
+    const hk_tcache_t *tc = registry[i];
     for (unsigned c = 1; c <= HK_NCLASS; c++)
       cached[c] += (size_t)(__atomic_load_n(&tc->cap[c], __ATOMIC_RELAXED) - __atomic_load_n(&tc->room[c], __ATOMIC_RELAXED));
     hk_front_add(front, tc->front);
@@ -354,14 +394,13 @@ void hk_tcache_fork_lock(void) { pthread_mutex_lock(&registry_lock); }
  * counters go to the exited ones). */
 void hk_tcache_fork_unlock(bool child) {
   if (child) {
-    for (hk_tcache_t *tc = registry, *next; tc; tc = next) {
-      next = tc->next;
-      if (tc == &hk_tc) continue;
-      hk_list_remove(&registry, tc);
-      hk_front_add(exited, tc->front);
+    for (size_t i = registry_n; i-- > 0;) {
+      if (registry[i] == &hk_tc) continue;
+      hk_front_add(exited, registry[i]->front);
+      registry_remove_at(i);
     }
     pthread_mutex_init(&registry_lock, NULL);
-    atomic_store_explicit(&live_threads, registry != NULL, memory_order_relaxed);
+    atomic_store_explicit(&live_threads, (unsigned)registry_n, memory_order_relaxed);
   } else {
     pthread_mutex_unlock(&registry_lock);
   }
