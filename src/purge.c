@@ -65,7 +65,10 @@ static size_t lean_cap_now(void) {
   return cap ? cap : lean_target();
 }
 
-static bool over_lean_target(void) { return hk_opt.mem_lean && hk_purge_resident() > lean_cap_now(); }
+/* (Under HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF nothing is given back: no trim.) */
+static bool over_lean_target(void) {
+  return hk_opt.mem_lean && hk_opt.decommit != HK_DECOMMIT_OFF && hk_purge_resident() > lean_cap_now();
+}
 
 /* Lean mode over its cap: gives back free resident memory, the oldest first,
  * down to half the cap, so that the next time waits for as much again.  The
