@@ -320,8 +320,10 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
     uintptr_t cls = hk_map_get(p);
     /* rejects entries that are not a class too (0 for NULL and foreign memory, huge) */
     if (hk_likely(hk_on_boundary(p, cls))) {
-      /* the hardened build also catches a double free here, at a read of the block */
-      if (hk_likely(!HAK_HARDENED || (!hk_is_free(p) && *hk_canary_at(p, cls) == hk_canary(p)))) {
+      /* the hardened build also catches a double free here, at a read of the
+       * block: marked free (on a list) or home (back in its slab) */
+      if (hk_likely(!HAK_HARDENED ||
+                    (!hk_is_free(p) && !hk_is_home(p) && *hk_canary_at(p, cls) == hk_canary(p)))) {
         hk_tcache_t *tc = &hk_tc;
         hk_mark_free(p);
         hk_set_next(p, tc->head[cls]);
