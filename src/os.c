@@ -73,8 +73,9 @@ void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
     if ((uintptr_t)p + size > ceiling) {
       unmap_raw(p, size);
       p = NULL;
+      if (size + alignment > ceiling) return NULL;
       for (uintptr_t at = (ceiling - size + offset) / alignment * alignment - offset, tries = 0;
-           !p && at >= alignment && tries < 4096; at -= step, tries++)
+           !p && at >= alignment && tries < 4096; at = at >= step ? at - step : 0, tries++)
         p = map_exactly(at, size);
       if (!p) return NULL;
     }

@@ -87,7 +87,7 @@ static void *next_free(void *b, unsigned cls) {
 static void *alloc_uncached(hk_tcache_t *tc, unsigned cls) {
   void *chain;
   unsigned n = take(tc, cls, 1, &chain);
-  if (n == 0) {
+  if (hk_unlikely(n == 0) && (!hk_purge_all() || !(n = take(tc, cls, 1, &chain)))) {  /* as tcache_refill */
     errno = ENOMEM;
     return NULL;
   }
