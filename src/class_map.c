@@ -14,8 +14,13 @@
  *   hakmem then places its own mappings below the ceiling (os.c).
  * A program that lowers RLIMIT_AS after start-up must leave room for the map.
  * Before set-up it covers one unit, NULL's, with the static zero byte, so
- * that even a free(NULL) before anything else finds it. */
+ * that even a free(NULL) before anything else finds it.
+ * The map is read-only but for the pages written (mprotect as they are
+ * first written: one per 256 MiB of address space hakmem uses), so that
+ * mlockall, which locks and fills every page a process may write, fills a
+ * few pages of it, not 2 GiB. */
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <sys/resource.h>
 #include "internal.h"
@@ -27,6 +32,74 @@ static struct {
   uint8_t unit0;
 } before_setup;
 hk_fast_t hk_fast = {.map = &before_setup.unit0, .map_units = 1};
+
+/* The reservation's start and the bytes of it the map takes (the page of
+ * magic words and the map), and a bit per 4 KiB of those: made writable.
+ * Changes of protection are made under a lock. */
+static uint8_t *reserved;
+static size_t reserved_map_bytes;
+#define HK_MAP_WRITABLE_WORDS ((((size_t)1 << 32) / 4096 + 1) / 64 + 1)
+static _Atomic uint64_t map_writable[HK_MAP_WRITABLE_WORDS];
+static pthread_mutex_t protect_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool page_writable(size_t i) {
+  return atomic_load_explicit(&map_writable[i / 64], memory_order_acquire) >> i % 64 & 1;
+}
+
+/* Makes the pages of map entries [u, u + units) writable. */
+static void map_make_writable(uintptr_t u, size_t units) {
+  size_t page = hk_os_page_size();
+  uintptr_t first = (uintptr_t)&hk_fast.map[u] & ~(page - 1), last = (uintptr_t)&hk_fast.map[u + units - 1];
+  for (uintptr_t at = first; at <= last; at += page) {
+    size_t i = (at - (uintptr_t)reserved) / 4096;
+    if (page_writable(i)) continue;
+    pthread_mutex_lock(&protect_lock);
+    /* out of kernel memory areas (each page made writable splits the
+     * mapping): all of the map writable then, one area again */
+    if (!page_writable(i) && !hk_os_protect_read((void *)at, page, true) &&
+        !hk_os_protect_read(reserved, reserved_map_bytes, true))
+      hk_fatal("class map: cannot make it writable", (void *)at);
+    atomic_fetch_or_explicit(&map_writable[i / 64], 1ull << i % 64, memory_order_release);
+    pthread_mutex_unlock(&protect_lock);
+  }
+}
+
+/* Sets the map's pages that were never written to `prot` (PROT_NONE or
+ * PROT_READ), a run at a time; the caller holds protect_lock. */
+static void protect_unwritten(int prot) {
+  size_t page = hk_os_page_size(), pages = reserved_map_bytes / page;
+  for (size_t p = 0; p < pages;) {
+    size_t end = p;
+    while (end < pages && !page_writable(end * (page / 4096))) end++;
+    if (end > p) hk_os_protect_as(reserved + p * page, (end - p) * page, prot);
+    p = end + 1;
+  }
+}
+
+/* fork: the innermost lock (taken under an arena's or the huge blocks'). */
+void hk_class_map_fork_lock(void) { pthread_mutex_lock(&protect_lock); }
+
+void hk_class_map_fork_unlock(bool child) {
+  if (child) pthread_mutex_init(&protect_lock, NULL);
+  else pthread_mutex_unlock(&protect_lock);
+}
+
+/* mlockall: locks and fills every page the process may read, which would
+ * fill the 2 GiB of the map that nothing wrote.  So the map's unwritten
+ * pages are made inaccessible while it runs, and the map, hakmem's own, is
+ * left unlocked after it: the program's memory, blocks and SuperSlabs and
+ * regions, is locked as it asked. */
+int hk_class_map_mlockall(int flags) {
+  if (!reserved) return hk_os_mlockall(flags);
+  pthread_mutex_lock(&protect_lock);
+  protect_unwritten(PROT_NONE);
+  int result = hk_os_mlockall(flags), error = errno;
+  hk_os_munlock(reserved, reserved_map_bytes);
+  protect_unwritten(PROT_READ);
+  pthread_mutex_unlock(&protect_lock);
+  errno = error;
+  return result;
+}
 
 /* The ceiling the map should cover, before trying to reserve it; *roomy
  * when address space costs nothing (no limit, no strict overcommit). */
@@ -61,6 +134,16 @@ void hk_class_map_init(void) {
     uint8_t *map = roomy ? hk_os_reserve(bytes + space) : NULL;
     bool with_space = map != NULL;
     if (!map && !(map = hk_os_reserve(bytes))) continue;
+    /* readable (unlocked first: after an mlockall(MCL_FUTURE) before this,
+     * readable would mean filled), the page of magic words writable */
+    hk_os_munlock(map, bytes);
+    if (!hk_os_protect_read(map, bytes, false) || !hk_os_protect_read(map, HK_PAGE_SIZE, true)) {
+      hk_os_unmap(map, with_space ? bytes + space : bytes);
+      continue;
+    }
+    reserved = map;
+    reserved_map_bytes = bytes;
+    for (size_t i = 0; i < HK_PAGE_SIZE / 4096; i++) atomic_fetch_or(&map_writable[i / 64], 1ull << i % 64);
     /* a byte per 64 KiB unit, written where hakmem has memory: a huge page
      * for each place written (THP "always") would cost 2 MiB apiece */
     hk_os_advise_small(map, bytes);
@@ -84,6 +167,7 @@ bool hk_class_map_reserve(const void *start, size_t size) {
 
 void hk_class_map_set(const void *start, size_t units, uint8_t value) {
   uintptr_t u = (uintptr_t)start >> HK_UNIT_SHIFT;
+  if (units) map_make_writable(u, units);
   for (size_t i = 0; i < units; i++) __atomic_store_n(&hk_fast.map[u + i], value, __ATOMIC_RELAXED);
 }
 

@@ -23,7 +23,8 @@ bool hk_thread_key_made;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Lock order: an exiting thread's printing of its traffic, the purger's and the tick's, the
- * thread-cache registry, a class's central lock, an arena's, the huge blocks'. */
+ * thread-cache registry, a class's central lock, an arena's, the huge blocks', the class
+ * map's protection. */
 static void fork_prepare(void) {
   hk_stats_fork_lock();
   hk_purge_fork_lock();
@@ -31,8 +32,10 @@ static void fork_prepare(void) {
   hk_central_fork_lock();
   hk_superslab_fork_lock();
   hk_huge_fork_lock();
+  hk_class_map_fork_lock();
 }
 static void fork_after(bool child) {
+  hk_class_map_fork_unlock(child);
   hk_huge_fork_unlock(child);
   hk_superslab_fork_unlock(child);
   hk_central_fork_unlock(child);

@@ -553,7 +553,14 @@ HK_HIDDEN void *hk_os_space_take(size_t size);  /* HK_SS_SIZE or HK_REGION_SIZE;
 HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target);
 HK_HIDDEN void hk_os_count_mapped(size_t size);  /* bytes a remap moved to where nothing was counted */
 HK_HIDDEN size_t hk_os_page_size(void);
-HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, committed as touched */
+HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, inaccessible */
+HK_HIDDEN bool hk_os_protect_read(void *p, size_t size, bool write);  /* readable, and writable if `write` */
+HK_HIDDEN bool hk_os_protect_as(void *p, size_t size, int prot);    /* mprotect */
+HK_HIDDEN void hk_os_munlock(void *p, size_t size);
+HK_HIDDEN int hk_os_mlockall(int flags);                             /* the system call itself */
+HK_HIDDEN int hk_class_map_mlockall(int flags);
+HK_HIDDEN void hk_class_map_fork_lock(void);
+HK_HIDDEN void hk_class_map_fork_unlock(bool child);
 HK_HIDDEN bool hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says; false if refused */
 HK_HIDDEN bool hk_os_huge_pages_available(void);  /* the kernel gives transparent huge pages to this process */
 HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,10 +26,14 @@ static void account_mapped(size_t size) {
 
 void hk_os_count_mapped(size_t size) { account_mapped(size); }
 
-static void *map_at(void *hint, size_t size, int extra_flags) {
+static void *map_prot(void *hint, size_t size, int prot, int extra_flags) {
   atomic_fetch_add_explicit(&n_mmap, 1, memory_order_relaxed);
-  void *p = hk_keep_errno(mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0));
+  void *p = hk_keep_errno(mmap(hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0));
   return p == MAP_FAILED ? NULL : p;
+}
+
+static void *map_at(void *hint, size_t size, int extra_flags) {
+  return map_prot(hint, size, PROT_READ | PROT_WRITE, extra_flags);
 }
 
 static void unmap_raw(void *p, size_t size) {
@@ -88,18 +93,21 @@ void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
 
 /* The space: address space reserved with the class map (one system call
  * for both), carved into slots: SuperSlabs in its first HK_SPACE_SS bytes,
- * shared huge regions in the rest.  A slot is taken with an atomic bitmap
- * and given back with MADV_DONTNEED, so it reads as zero again, as a fresh
+ * shared huge regions in the rest.  It is reserved inaccessible, so that
+ * mlockall, which locks and fills every accessible page, does not fill 1 GiB
+ * of it.  A slot is taken with an atomic bitmap and made accessible, and
+ * given back inaccessible and empty, so it reads as zero again, as a fresh
  * mapping does: a process that grows to a few hundred MiB makes no mmap or
- * munmap call for its SuperSlabs and regions, and one madvise, when the
- * first SuperSlab is taken, gives all the SuperSlabs but the first huge pages
- * (HAKMEM_SS_THP), or all of them small ones without it.  Without a space
- * (under an address-space limit or strict overcommit) or once it is full,
- * the callers map their own (hk_os_map_aligned). */
+ * munmap call for its SuperSlabs and regions, one mprotect per slot, and one
+ * madvise, when the first SuperSlab is taken, gives all the SuperSlabs but
+ * the first huge pages (HAKMEM_SS_THP), or all of them small ones without
+ * it.  Without a space (under an address-space limit or strict overcommit)
+ * or once it is full, the callers map their own (hk_os_map_aligned). */
 #define HK_SPACE_SS ((size_t)256 << 20)
 static uint8_t *space;
 static atomic_ullong space_taken[2];  /* a bit per slot: SuperSlabs, regions */
 static atomic_bool space_advised;     /* the SuperSlab slots have had their madvise */
+static atomic_ullong space_remapped;  /* SuperSlab slots mapped anew since, without it */
 
 static const struct {
   size_t offset, slot, slots;
@@ -123,14 +131,23 @@ void *hk_os_space_take(size_t size) {
     unsigned i = (unsigned)__builtin_ctzll(~taken);
     if (atomic_compare_exchange_weak_explicit(&space_taken[k], &taken, taken | 1ull << i, memory_order_acquire,
                                               memory_order_relaxed)) {
+      uint8_t *slot = space + pools[k].offset + i * size;
+      if (hk_keep_errno(mprotect(slot, size, PROT_READ | PROT_WRITE)) != 0) {  /* no memory to commit it */
+        atomic_fetch_and_explicit(&space_taken[k], ~(1ull << i), memory_order_release);
+        return NULL;
+      }
       account_mapped(size);
       /* all but the first SuperSlab: see spares_map (superslab.c); without
-       * huge pages, small ones asked for where the kernel's default is huge */
+       * huge pages, small ones asked for where the kernel's default is huge
+       * (a slot given back and taken again has lost its advice) */
       if (k == 0 && !atomic_exchange(&space_advised, true)) {
         if (hk_opt.ss_thp) hk_os_advise_huge(space + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
         else hk_os_advise_small(space, HK_SPACE_SS);
+      } else if (k == 0 && i > 0 && atomic_fetch_and(&space_remapped, ~(1ull << i)) >> i & 1) {
+        if (hk_opt.ss_thp) hk_os_advise_huge(slot, size);
+        else hk_os_advise_small(slot, size);
       }
-      return space + pools[k].offset + i * size;
+      return slot;
     }
   }
   return NULL;
@@ -140,11 +157,17 @@ static bool space_give(void *p, size_t size) {
   if (!space || (uint8_t *)p < space || (uint8_t *)p >= space + HK_SPACE_SIZE) return false;
   uintptr_t off = (uintptr_t)((uint8_t *)p - space);
   unsigned k = off >= HK_SPACE_SS;
+  /* The slot is taken again as fresh, zero memory, and inaccessible till
+   * then.  Locked pages (mlock) refuse MADV_DONTNEED: a new inaccessible
+   * mapping in their place drops them; should that fail, the slot stays
+   * taken. */
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
-  /* The slot is taken again as fresh, zero memory.  Locked pages (mlock)
-   * refuse MADV_DONTNEED: a new mapping in their place is zero; should that
-   * fail too, the slot stays taken. */
-  if (hk_keep_errno(madvise(p, size, MADV_DONTNEED)) != 0 && map_at(p, size, MAP_FIXED) != p) return true;
+  if (hk_keep_errno(madvise(p, size, MADV_DONTNEED)) == 0) {
+    hk_os_protect_as(p, size, PROT_NONE);
+  } else {
+    if (map_prot(p, size, PROT_NONE, MAP_FIXED | MAP_NORESERVE) != p) return true;
+    if (k == 0) atomic_fetch_or_explicit(&space_remapped, 1ull << ((off - pools[k].offset) / size), memory_order_relaxed);
+  }
   atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
   atomic_fetch_and_explicit(&space_taken[k], ~(1ull << ((off - pools[k].offset) / size)), memory_order_release);
   return true;
@@ -238,8 +261,18 @@ unsigned hk_os_cpus(void) {
 }
 
 void *hk_os_reserve(size_t size) {
-  return map_at(NULL, size, MAP_NORESERVE);
+  return map_prot(NULL, size, PROT_NONE, MAP_NORESERVE);
 }
+
+bool hk_os_protect_read(void *p, size_t size, bool write) {
+  return hk_os_protect_as(p, size, write ? PROT_READ | PROT_WRITE : PROT_READ);
+}
+
+bool hk_os_protect_as(void *p, size_t size, int prot) { return hk_keep_errno(mprotect(p, size, prot)) == 0; }
+
+void hk_os_munlock(void *p, size_t size) { hk_keep_errno(munlock(p, size)); }
+
+int hk_os_mlockall(int flags) { return (int)syscall(SYS_mlockall, flags); }
 
 HK_EXPORT void hak_os_stats(hak_os_stats_t *out) {
   out->mmap_calls = atomic_load_explicit(&n_mmap, memory_order_relaxed);

@@ -105,6 +105,9 @@ void *pvalloc(size_t size) HK_ALIAS(hak_pvalloc);
 void free_sized(void *p, size_t size) HK_ALIAS(hak_free_sized);
 void free_aligned_sized(void *p, size_t alignment, size_t size) HK_ALIAS(hak_free_aligned_sized);
 HK_EXPORT size_t malloc_usable_size(void *p) { return hk_usable_size(p); }
+/* Not an allocation call: locks the program's memory without filling the
+ * class map's 2 GiB of address space (class_map.c). */
+HK_EXPORT int mlockall(int flags) { return hk_class_map_mlockall(flags); }
 int malloc_trim(size_t pad) HK_ALIAS(hak_malloc_trim);
 
 /* glibc's internal names, called directly by some programs and libraries. */
