@@ -46,7 +46,15 @@ $(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench.h bench/workload.h includ
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ -lm
 
+# bench.py installs the peers and tools it needs; python3 itself, when
+# missing, is installed here as test/deps.sh does (as root, with apt-get,
+# unless HAKMEM_NO_APT=1).
 bench: lib bench-programs
+	@command -v $(PYTHON) >/dev/null 2>&1 || [ "$${HAKMEM_NO_APT:-0}" = 1 ] || [ "$$(id -u)" != 0 ] || \
+	  ! command -v apt-get >/dev/null 2>&1 || { echo "bench: installing python3"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 >/dev/null; } || \
+	  echo "bench: apt-get could not install python3"
 	$(PYTHON) scripts/bench.py $(BENCH_OPTS)
 
 bench-smoke: lib bench-programs

@@ -105,7 +105,7 @@ typedef struct hak_stats {
   size_t central_cached_bytes;    /* in blocks parked in the central caches or free in slabs */
   size_t huge_blocks;             /* blocks above 1 MiB in use */
   size_t huge_bytes;              /* and their bytes */
-  size_t committed_bytes;         /* SuperSlab units and huge granules in use, or free and resident */
+  size_t committed_bytes;         /* SuperSlab and huge-region units in use, or free and resident */
   size_t free_resident_bytes;     /* of which free, waiting for the purge schedule */
   size_t mapped_bytes;            /* address space hakmem has mapped */
   size_t peak_mapped_bytes;
