@@ -639,8 +639,9 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
     return NULL;
   }
   if (!hk_os_remap(r, HK_GRANULE, HK_GRANULE, target)) {  /* the block goes back where it was */
-    if (hk_os_remap(target + HK_GRANULE, total - HK_GRANULE, old_size - HK_GRANULE, body))
-      hk_os_count_mapped(old_size - HK_GRANULE);  /* body was a hole, not a mapping counted as a target is */
+    if (!hk_os_remap(target + HK_GRANULE, total - HK_GRANULE, old_size - HK_GRANULE, body))
+      hk_fatal("realloc: a huge block's pages could not be moved back", old);
+    hk_os_count_mapped(old_size - HK_GRANULE);  /* body was a hole, not a mapping counted as a target is */
     mark(old, HK_MAP_HUGE);
     hk_os_unmap(target, HK_GRANULE);
     return NULL;
@@ -679,11 +680,9 @@ void *hk_huge_realloc(void *p, size_t size) {
   }
   pthread_mutex_unlock(&huge_lock);
   if (q) return q;
-  if (r->offset) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  q = hk_huge_alloc(size, 16, false);  /* moves out of its region: a copy */
+  /* A copy: out of its shared region, or a jumbo block mremap would not
+   * move (the program split its mapping: mlock, mprotect, madvise on part) */
+  q = hk_huge_alloc(size, 16, false);
   if (!q) return NULL;
   memcpy(q, p, hk_min(old_size, size));
   hk_huge_free(p);
@@ -730,6 +729,9 @@ size_t hk_huge_purge(int mode, size_t want) {
     pending |= dirty_old;
     if (!region_empty(r) || empty++ == 0 || dirty_old) continue;
     hk_list_remove(&regions, r);
+    size_t refused = 0;  /* units the kernel would not give back (locked): gone with the region */
+    for (unsigned k = 0; k < HK_REGION_WORDS; k++) refused += (size_t)__builtin_popcountll(r->dirty[k]);
+    if (refused) hk_resident_add(&resident, -(ptrdiff_t)units_bytes(refused));
     region_unmap(r);
   }
   if (mode == HK_PURGE_ALL) bytes = unmap_cached(SIZE_MAX, bytes);

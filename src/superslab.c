@@ -368,6 +368,8 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
     if (ss->dirty_old) continue;
     hk_list_remove(&a->empty, ss);
     a->nempty--;
+    /* units the kernel would not give back (locked): gone with the SuperSlab */
+    if (ss->dirty) hk_resident_add(&a->resident, -(ptrdiff_t)units_bytes(ss->dirty));
     hk_class_map_set(ss, 1, 0);
     if (ss == atomic_load_explicit(&small_ss, memory_order_relaxed)) {
       atomic_store_explicit(&small_ss, NULL, memory_order_relaxed);

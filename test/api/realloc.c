@@ -4,10 +4,12 @@
  * prefix; growing within malloc_usable_size returns the same pointer; moving
  * to a much larger size copies the content; huge blocks (8 MiB -> 64 MiB ->
  * 9 MiB, and huge -> small) keep their content; a buffer grown one byte at a
- * time (like a string builder) keeps every byte. */
+ * time (like a string builder) keeps every byte; a big block whose mapping
+ * the program split grows too. */
 #include "testutil.h"
 
 #include <malloc.h>
+#include <sys/mman.h>
 
 static void grow_and_shrink_keep_prefix(void) {
   static const size_t sizes[] = {1,     7,      16,     17,     100,    1000,   4096,
@@ -194,6 +196,26 @@ static void calloc_and_aligned_blocks_realloc(void) {
   }
 }
 
+/* A block above 128 MiB whose mapping the program split (a page of it
+ * excluded from core dumps, another locked where mlock is allowed): growing
+ * it still succeeds and keeps its content, moved by a copy where the pages
+ * themselves cannot be moved. */
+static void grow_a_split_big_block(void) {
+  size_t size = (size_t)200 << 20;
+  for (int how = 0; how < 2; how++) {
+    unsigned char *p = malloc(size);
+    CHECK(p != NULL);
+    fill_pattern(p, size, 7);
+    if (how == 0) CHECK_EQ(madvise((void *)(((uintptr_t)p + 8192) & ~(uintptr_t)4095), 4096, MADV_DONTDUMP), 0);
+    bool locked = how == 1 && mlock(p, 4096) == 0;
+    unsigned char *q = realloc(p, (size_t)300 << 20);
+    CHECK_MSG(q != NULL, "realloc(200 MiB -> 300 MiB) of a split block: %s", strerror(errno));
+    CHECK(check_pattern(q, size, 7) == SIZE_MAX);
+    if (locked && q == p) munlock(q, 4096);
+    free(q);
+  }
+}
+
 int main(void) {
   test_init();
   RUN(grow_and_shrink_keep_prefix);
@@ -203,5 +225,6 @@ int main(void) {
   RUN(interleaved_huge_reallocs);
   RUN(byte_by_byte_growth);
   RUN(calloc_and_aligned_blocks_realloc);
+  RUN(grow_a_split_big_block);
   return 0;
 }
