@@ -95,7 +95,7 @@ $(OBJDIR)/%.o: src/%.c $(LIB_HDRS) $(OBJDIR)/flags Makefile
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 
 $(LIBSO_FILE): $(LIB_OBJS) $(OBJDIR)/flags
-	$(CC) $(LIB_CFLAGS) $(LIB_LDFLAGS) -o $@ $(LIB_OBJS)
+	$(CC) $(LIB_CFLAGS) $(LIB_LDFLAGS) -o $@ $(LIB_OBJS) -ldl
 
 $(LIBSO) $(LIBSO_LINK): $(LIBSO_FILE)
 	ln -sfn $(notdir $<) $@

@@ -251,16 +251,18 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
  * program's hands now, no longer marked home; if it came home again, it is
  * on the list twice, counted twice, and another block is in the program's
  * hands.  Either way the slab is not empty, and giving its memory back would
- * hand a live block out again.  Each block seen is marked, so a second visit
- * finds it unmarked; the slab's blocks are not read again before a new slab
- * carves them. */
+ * hand a live block out again.  Each block seen is marked seen (neither home
+ * nor free), so a second visit finds it so; then marked home again: a stale
+ * pointer freed later is still told from a live block (hardened build). */
 static void expect_all_home(const hk_slab_t *s) {
+  const uint64_t seen = ~hk_fast.free_key ^ 1;
   unsigned n = 0;
   for (void *b = s->free; b; b = hk_next(b), n++) {
     if (hk_unlikely(n == s->nfree || !hk_is_home(b) || hk_slab_of(b) != s)) hk_misuse_freed(b, s->cls);
-    ((uint64_t *)b)[1] = 0;
+    ((uint64_t *)b)[1] = seen;
   }
   if (hk_unlikely(n != s->nfree)) hk_fatal("free(): double free or corrupted block in a slab", s->start);
+  for (void *b = s->free; b; b = hk_next(b)) hk_mark_home(b);
 }
 
 /* Gives an empty slab back to its SuperSlab. */

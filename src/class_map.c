@@ -95,6 +95,9 @@ int hk_class_map_mlockall(int flags) {
   protect_unwritten(PROT_NONE);
   int result = hk_os_mlockall(flags), error = errno;
   hk_os_munlock(reserved, reserved_map_bytes);
+  /* the space's slots not taken yet: locked, each would be filled whole
+   * when taken, though memory mapped after the call is not to be locked */
+  if (result == 0 && !(flags & MCL_FUTURE)) hk_os_space_unlock_untaken();
   protect_unwritten(PROT_READ);
   pthread_mutex_unlock(&protect_lock);
   errno = error;
@@ -151,6 +154,9 @@ void hk_class_map_init(void) {
     uint32_t *magic = (uint32_t *)(map + HK_PAGE_SIZE) - 256;
     hk_class_magic_fill(magic, (uint64_t *)magic - 256);
     hk_fast.map = map + HK_PAGE_SIZE;
+    /* the entries of the lowest addresses, NULL's among them, which every
+     * free(NULL) reads: never hidden by mlockall (writable pages are not) */
+    map_make_writable(0, 1);
     __atomic_store_n(&hk_fast.map_units, ceiling >> HK_UNIT_SHIFT, __ATOMIC_RELEASE);
     hk_os_set_ceiling(ceiling);
     if (with_space) hk_os_space_init(map + bytes, space);

@@ -260,24 +260,22 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
   return r;
 }
 
-/* Gives back the units of a shared region set in word k's *bits; returns
- * the bytes, and leaves in *bits the units the kernel refused (locked
- * pages: mlock): they stay resident, free and stale (calloc clears them). */
-static size_t decommit_units(hk_region_t *r, unsigned k, uint64_t *bits) {
+/* Gives back the units of a shared region set in word k's `bits`; returns
+ * the bytes.  Units the kernel refuses to give back (locked pages: mlock)
+ * keep their data: they stay stale (calloc clears them), and count as given
+ * back, the program's to unlock, not tried again at every tick. */
+static size_t decommit_units(hk_region_t *r, unsigned k, uint64_t bits) {
   size_t bytes = 0;
-  uint64_t refused = 0;
-  for (uint64_t rest = *bits; rest;) {
+  uint64_t cleared = 0;
+  for (uint64_t rest = bits; rest;) {
     unsigned b = (unsigned)__builtin_ctzll(rest);
     uint64_t run = ~(rest >> b);
     unsigned n = run ? (unsigned)__builtin_ctzll(run) : 64 - b;
-    if (hk_os_decommit((uint8_t *)r + units_bytes((size_t)k * 64 + b), units_bytes(n)))
-      bytes += units_bytes(n);
-    else
-      refused |= hk_bits(b, n);
+    if (hk_os_decommit((uint8_t *)r + units_bytes((size_t)k * 64 + b), units_bytes(n))) cleared |= hk_bits(b, n);
     rest &= ~hk_bits(b, n);
+    bytes += units_bytes(n);
   }
-  if (hk_opt.decommit == HK_DECOMMIT_DONTNEED) r->stale[k] &= ~(*bits & ~refused);
-  *bits = refused;
+  if (hk_opt.decommit == HK_DECOMMIT_DONTNEED) r->stale[k] &= ~cleared;
   return bytes;
 }
 
@@ -323,10 +321,7 @@ static void release_units(hk_region_t *r, unsigned u, unsigned n) {
   if (hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF) {
     for (unsigned i = u, end = u + n; i < end;) {
       unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
-      uint64_t refused = hk_bits(i % 64, len);
-      decommit_units(r, k, &refused);
-      r->dirty[k] |= refused;
-      if (refused) hk_resident_add(&resident, (ptrdiff_t)units_bytes((size_t)__builtin_popcountll(refused)));
+      decommit_units(r, k, hk_bits(i % 64, len));
       i += len;
     }
   } else {
@@ -703,7 +698,8 @@ size_t hk_huge_purge(int mode, size_t want) {
       for (hk_region_t *r = regions; r && bytes < want; r = r->next) {
         uint64_t *bits = old ? r->dirty_old : r->dirty;
         for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
-          size_t n = bits[k] ? decommit_units(r, k, &bits[k]) : 0;
+          size_t n = bits[k] ? decommit_units(r, k, bits[k]) : 0;
+          bits[k] = 0;
           if (n) hk_resident_add(&resident, -(ptrdiff_t)n);
           bytes += n;
         }
@@ -717,21 +713,17 @@ size_t hk_huge_purge(int mode, size_t want) {
     next = r->next;
     bool dirty_old = false;
     for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
-      uint64_t refused = mode == HK_PURGE_DUE ? r->dirty_old[k] : resident_free(r, k);
-      size_t n = refused ? decommit_units(r, k, &refused) : 0;
+      uint64_t bits = mode == HK_PURGE_DUE ? r->dirty_old[k] : resident_free(r, k);
+      size_t n = bits ? decommit_units(r, k, bits) : 0;
       if (n) hk_resident_add(&resident, -(ptrdiff_t)n);
       bytes += n;
       r->dirty_old[k] = mode == HK_PURGE_DUE ? r->dirty[k] : 0;
-      r->dirty[k] = refused;
+      r->dirty[k] = 0;
       dirty_old |= r->dirty_old[k] != 0;
-      pending |= refused != 0;  /* tried again at a later tick */
     }
     pending |= dirty_old;
     if (!region_empty(r) || empty++ == 0 || dirty_old) continue;
     hk_list_remove(&regions, r);
-    size_t refused = 0;  /* units the kernel would not give back (locked): gone with the region */
-    for (unsigned k = 0; k < HK_REGION_WORDS; k++) refused += (size_t)__builtin_popcountll(r->dirty[k]);
-    if (refused) hk_resident_add(&resident, -(ptrdiff_t)units_bytes(refused));
     region_unmap(r);
   }
   if (mode == HK_PURGE_ALL) bytes = unmap_cached(SIZE_MAX, bytes);

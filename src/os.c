@@ -272,6 +272,14 @@ bool hk_os_protect_as(void *p, size_t size, int prot) { return hk_keep_errno(mpr
 
 void hk_os_munlock(void *p, size_t size) { hk_keep_errno(munlock(p, size)); }
 
+void hk_os_space_unlock_untaken(void) {
+  if (!space) return;
+  for (unsigned k = 0; k < 2; k++)
+    for (unsigned i = 0; i < pools[k].slots; i++)
+      if (!(atomic_load_explicit(&space_taken[k], memory_order_relaxed) >> i & 1))
+        hk_os_munlock(space + pools[k].offset + i * pools[k].slot, pools[k].slot);
+}
+
 int hk_os_mlockall(int flags) { return (int)syscall(SYS_mlockall, flags); }
 
 HK_EXPORT void hak_os_stats(hak_os_stats_t *out) {

@@ -191,8 +191,11 @@ void hk_purge_poll_slow(void) {
     lean_trim();
     pthread_mutex_unlock(&tick_lock);
   }
-  if (hk_opt.background_purge && atomic_load(&purger_state) == PURGER_OFF && hk_purge_resident() >= HK_PURGER_START)
+  if (hk_opt.background_purge && atomic_load(&purger_state) == PURGER_OFF && hk_purge_resident() >= HK_PURGER_START) {
+    int error = errno;  /* free leaves errno alone: pthread_create, naming the thread */
     purger_start();
+    errno = error;
+  }
   if (atomic_load(&purger_state) != PURGER_RUNNING) {
     tick_if_due();
   } else if (atomic_load(&purger_sleeping)) {

@@ -50,23 +50,17 @@ size_t hk_superslab_resident(void) {
   return bytes;
 }
 
-/* Decommits the runs of units in *bits; returns the bytes, and leaves in
- * *bits the units the kernel refused (locked pages: mlock), which stay
- * resident and free, to be tried again at a later tick. */
-static size_t decommit_units(hk_superslab_t *ss, uint64_t *bits) {
+/* Decommits the runs of units in `bits`; returns the bytes. */
+static size_t decommit_units(hk_superslab_t *ss, uint64_t bits) {
   size_t bytes = 0;
-  uint64_t refused = 0;
-  for (uint64_t rest = *bits; rest;) {
-    unsigned unit = (unsigned)__builtin_ctzll(rest);
-    uint64_t run = ~(rest >> unit);
-    unsigned units = run ? (unsigned)__builtin_ctzll(run) : 64 - unit;
-    if (hk_os_decommit((uint8_t *)ss + (size_t)unit * HK_UNIT_SIZE, (size_t)units * HK_UNIT_SIZE))
-      bytes += (size_t)units * HK_UNIT_SIZE;
-    else
-      refused |= hk_bits(unit, units);
-    rest &= ~hk_bits(unit, units);
+  while (bits) {
+    unsigned unit = (unsigned)__builtin_ctzll(bits);
+    uint64_t rest = ~(bits >> unit);
+    unsigned units = rest ? (unsigned)__builtin_ctzll(rest) : 64 - unit;
+    hk_os_decommit((uint8_t *)ss + (size_t)unit * HK_UNIT_SIZE, (size_t)units * HK_UNIT_SIZE);
+    bits &= ~hk_bits(unit, units);
+    bytes += (size_t)units * HK_UNIT_SIZE;
   }
-  *bits = refused;
   return bytes;
 }
 
@@ -278,10 +272,12 @@ static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab) {
   hk_assert((ss->used & bits) == bits, "SuperSlab units released twice");
   ss->used &= ~bits;
   atomic_fetch_sub_explicit(&used_units, slab->units, memory_order_relaxed);
-  uint64_t resident = bits;
-  if (hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF) decommit_units(ss, &resident);
-  ss->dirty |= resident;
-  if (resident) hk_resident_add(&a->resident, (ptrdiff_t)units_bytes(resident));
+  if (hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF) {
+    decommit_units(ss, bits);
+  } else {
+    ss->dirty |= bits;
+    hk_resident_add(&a->resident, (ptrdiff_t)units_bytes(bits));
+  }
   if (was_full) hk_list_push(&a->partial, ss);
   if (ss->used == HK_SS_RESERVED) {
     hk_list_remove(&a->partial, ss);
@@ -354,13 +350,12 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
   bool pending = false;
   for (int l = 0; l < 2; l++) {
     for (hk_superslab_t *ss = lists[l]; ss; ss = ss->next) {
-      uint64_t refused = mode == HK_PURGE_DUE ? ss->dirty_old : resident_free(ss);
-      size_t n = decommit_units(ss, &refused);
+      size_t n = decommit_units(ss, mode == HK_PURGE_DUE ? ss->dirty_old : resident_free(ss));
       if (n) hk_resident_add(&a->resident, -(ptrdiff_t)n);
       bytes += n;
       ss->dirty_old = mode == HK_PURGE_DUE ? ss->dirty : 0;
-      ss->dirty = refused;
-      pending |= (ss->dirty_old | refused) != 0;  /* refused units: tried again at a later tick */
+      ss->dirty = 0;
+      pending |= ss->dirty_old != 0;
     }
   }
   for (hk_superslab_t *ss = a->empty, *next; ss && a->nempty > hk_opt.warm_pool_size; ss = next) {
@@ -368,8 +363,6 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
     if (ss->dirty_old) continue;
     hk_list_remove(&a->empty, ss);
     a->nempty--;
-    /* units the kernel would not give back (locked): gone with the SuperSlab */
-    if (ss->dirty) hk_resident_add(&a->resident, -(ptrdiff_t)units_bytes(ss->dirty));
     hk_class_map_set(ss, 1, 0);
     if (ss == atomic_load_explicit(&small_ss, memory_order_relaxed)) {
       atomic_store_explicit(&small_ss, NULL, memory_order_relaxed);
@@ -392,7 +385,8 @@ static size_t purge_oldest(hk_arena_t *a, size_t want) {
     for (int l = 0; l < 2; l++) {
       for (hk_superslab_t *ss = lists[l]; ss && bytes < want; ss = ss->next) {
         uint64_t *bits = old ? &ss->dirty_old : &ss->dirty;
-        size_t n = decommit_units(ss, bits);
+        size_t n = decommit_units(ss, *bits);
+        *bits = 0;
         if (n) hk_resident_add(&a->resident, -(ptrdiff_t)n);
         bytes += n;
       }

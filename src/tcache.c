@@ -100,8 +100,8 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
   /* hk_tcache_pop found the list's first block not marked free */
   if (hk_unlikely(tc->head[cls] != HK_END)) hk_misuse_freed(tc->head[cls], cls);
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
-    if (tc->state == HK_TC_DEAD) return alloc_uncached(tc, cls);
-    hk_thread_init(tc);
+    if (tc->state == HK_TC_UNINIT) hk_thread_init(tc);
+    if (tc->state == HK_TC_DEAD) return alloc_uncached(tc, cls);  /* exited, or got no cache */
     void *p = hk_tcache_pop(cls);  /* prewarm may have filled the list */
     if (p) return p;
   }
@@ -210,11 +210,11 @@ void hk_free_overflow(void *p) {
      * the C library freeing the thread's own memory at exit), and a cache set
      * up then would never be handed back.  A thread that goes on freeing (a
      * consumer of other threads' blocks) gets one after a few. */
-    if (tc->state == HK_TC_DEAD || ++tc->early_frees < HK_FREES_BEFORE_CACHE) {
+    if (tc->state != HK_TC_DEAD && ++tc->early_frees >= HK_FREES_BEFORE_CACHE) hk_thread_init(tc);
+    if (tc->state != HK_TC_ACTIVE) {  /* no cache yet, or none to be had */
       tcache_drain(tc, cls, 0);
       return;
     }
-    hk_thread_init(tc);
     if (tc->room[cls] >= 0) return;
   }
   if (hk_class_is_large(cls)) {

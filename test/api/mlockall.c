@@ -1,31 +1,36 @@
 /* SPDX-License-Identifier: MIT */
 /* test-builds: static */
-/* mlockall(MCL_CURRENT | MCL_FUTURE), as a daemon guarding secrets or a
- * real-time program calls it, locks what the program uses, not the address
- * space an allocator reserves ahead: resident memory stays under 64 MiB,
- * the call takes well under a second, and blocks of small sizes come and go
- * as before.  Skipped (77) where mlockall is not allowed (unprivileged, with
- * the usual RLIMIT_MEMLOCK). */
+/* mlockall, as a daemon guarding secrets or a real-time program calls it,
+ * locks what the program uses, not the address space an allocator reserves
+ * ahead (each case in a child process of its own):
+ * - MCL_CURRENT | MCL_FUTURE: resident memory stays under 64 MiB, the call
+ *   takes well under a second, and blocks of small sizes come and go;
+ * - MCL_CURRENT alone: blocks of 300 KiB and 3 MiB allocated afterwards are
+ *   not locked, so they do not fill more than they use (under 64 MiB);
+ * - free(NULL) on another thread all along the call does not fault.
+ * Skipped (77) where mlockall is not allowed (unprivileged, with the usual
+ * RLIMIT_MEMLOCK). */
 #include "testutil.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <time.h>
 
-int main(void) {
-  test_init();
-  free(malloc(100));
+static void check_rss(const char *when) {
+  size_t rss = proc_status_kib("VmRSS");
+  printf("  %s: VmRSS %zu KiB\n", when, rss);
+  CHECK_MSG(rss < 64 * 1024, "VmRSS %zu KiB %s", rss, when);
+}
+
+static void current_and_future(void *arg) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
-    printf("SKIP: mlockall refused: %s\n", strerror(errno));
-    return 77;
-  }
+  CHECK_EQ(mlockall(MCL_CURRENT | MCL_FUTURE), 0);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-  size_t rss = proc_status_kib("VmRSS");
-  printf("mlockall: %.3f s, VmRSS %zu KiB\n", seconds, rss);
-  CHECK_MSG(rss < 64 * 1024, "VmRSS %zu KiB after mlockall", rss);
   CHECK_MSG(seconds < 1.0, "mlockall took %.3f s", seconds);
+  check_rss("after mlockall(MCL_CURRENT | MCL_FUTURE)");
   void *p[1000];
   for (int round = 0; round < 10; round++) {
     for (int i = 0; i < 1000; i++) {
@@ -35,8 +40,56 @@ int main(void) {
     }
     for (int i = 0; i < 1000; i++) free(p[i]);
   }
-  rss = proc_status_kib("VmRSS");
-  CHECK_MSG(rss < 64 * 1024, "VmRSS %zu KiB after small blocks", rss);
+  check_rss("after small blocks");
+}
+
+static void current_only(void *arg) {
+  CHECK_EQ(mlockall(MCL_CURRENT), 0);
+  char *a = opaque_ptr(malloc(300 << 10)), *b = opaque_ptr(malloc(3 << 20));
+  CHECK(a != NULL && b != NULL);
+  memset(a, 1, 4096);
+  memset(b, 1, 4096);
+  check_rss("after mlockall(MCL_CURRENT) and blocks of 300 KiB and 3 MiB");
+  free(a);
+  free(b);
+}
+
+static atomic_bool stop;
+
+static void *free_null(void *arg) {
+  void *volatile null = NULL;
+  while (!atomic_load_explicit(&stop, memory_order_relaxed)) free(null);
+  return arg;
+}
+
+static void free_null_meanwhile(void *arg) {
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, free_null, NULL), 0);
+  for (int i = 0; i < 20; i++) {
+    CHECK_EQ(mlockall(MCL_CURRENT), 0);
+    CHECK_EQ(munlockall(), 0);
+  }
+  atomic_store(&stop, true);
+  pthread_join(t, NULL);
+}
+
+static void run(const char *name, void (*fn)(void *)) {
+  child_result_t res;
+  run_in_child(fn, NULL, 60, &res);
+  printf("  %s: %s%s%s", name, describe_status(res.status), res.err[0] ? ", stderr: " : "\n", res.err);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s: %s", name, describe_status(res.status));
+}
+
+int main(void) {
+  test_init();
+  free(malloc(100));
+  if (mlockall(MCL_CURRENT) != 0) {
+    printf("SKIP: mlockall refused: %s\n", strerror(errno));
+    return 77;
+  }
   CHECK_EQ(munlockall(), 0);
+  run("MCL_CURRENT | MCL_FUTURE", current_and_future);
+  run("MCL_CURRENT", current_only);
+  run("free(NULL) during mlockall", free_null_meanwhile);
   return 0;
 }
