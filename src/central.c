@@ -262,7 +262,11 @@ static void expect_all_home(const hk_slab_t *s) {
     ((uint64_t *)b)[1] = seen;
   }
   if (hk_unlikely(n != s->nfree)) hk_fatal("free(): double free or corrupted block in a slab", s->start);
-  for (void *b = s->free; b; b = hk_next(b)) hk_mark_home(b);
+  void *b = s->free;
+  for (unsigned i = 0; i < n; i++, b = hk_next(b)) {  /* a block freed meanwhile is no longer seen */
+    if (hk_unlikely(((const uint64_t *)b)[1] != seen)) hk_misuse_freed(b, s->cls);
+    hk_mark_home(b);
+  }
 }
 
 /* Gives an empty slab back to its SuperSlab. */

@@ -56,9 +56,10 @@ static void map_make_writable(uintptr_t u, size_t units) {
     pthread_mutex_lock(&protect_lock);
     /* out of kernel memory areas (each page made writable splits the
      * mapping): all of the map writable then, one area again */
-    if (!page_writable(i) && !hk_os_protect_read((void *)at, page, true) &&
-        !hk_os_protect_read(reserved, reserved_map_bytes, true))
-      hk_fatal("class map: cannot make it writable", (void *)at);
+    if (!page_writable(i) && !hk_os_protect_read((void *)at, page, true)) {
+      if (!hk_os_protect_read(reserved, reserved_map_bytes, true)) hk_fatal("class map: cannot make it writable", (void *)at);
+      for (size_t w = 0; w < HK_MAP_WRITABLE_WORDS; w++) atomic_store_explicit(&map_writable[w], ~0ull, memory_order_release);
+    }
     atomic_fetch_or_explicit(&map_writable[i / 64], 1ull << i % 64, memory_order_release);
     pthread_mutex_unlock(&protect_lock);
   }
@@ -77,9 +78,13 @@ static void protect_unwritten(int prot) {
 }
 
 /* fork: the innermost lock (taken under an arena's or the huge blocks'). */
-void hk_class_map_fork_lock(void) { pthread_mutex_lock(&protect_lock); }
+void hk_class_map_fork_lock(void) {
+  pthread_mutex_lock(&protect_lock);
+  hk_os_space_lock();
+}
 
 void hk_class_map_fork_unlock(bool child) {
+  hk_os_space_unlock(child);
   if (child) pthread_mutex_init(&protect_lock, NULL);
   else pthread_mutex_unlock(&protect_lock);
 }
@@ -92,6 +97,7 @@ void hk_class_map_fork_unlock(bool child) {
 int hk_class_map_mlockall(int flags) {
   if (!reserved) return hk_os_mlockall(flags);
   pthread_mutex_lock(&protect_lock);
+  hk_os_space_lock();
   protect_unwritten(PROT_NONE);
   int result = hk_os_mlockall(flags), error = errno;
   hk_os_munlock(reserved, reserved_map_bytes);
@@ -99,6 +105,7 @@ int hk_class_map_mlockall(int flags) {
    * when taken, though memory mapped after the call is not to be locked */
   if (result == 0 && !(flags & MCL_FUTURE)) hk_os_space_unlock_untaken();
   protect_unwritten(PROT_READ);
+  hk_os_space_unlock(false);
   pthread_mutex_unlock(&protect_lock);
   errno = error;
   return result;

@@ -24,7 +24,7 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Lock order: an exiting thread's printing of its traffic, the purger's and the tick's, the
  * thread-cache registry, a class's central lock, an arena's, the huge blocks', the class
- * map's protection. */
+ * map's protection, the space's slots. */
 static void fork_prepare(void) {
   hk_stats_fork_lock();
   hk_purge_fork_lock();

@@ -558,6 +558,8 @@ HK_HIDDEN bool hk_os_protect_read(void *p, size_t size, bool write);  /* readabl
 HK_HIDDEN bool hk_os_protect_as(void *p, size_t size, int prot);    /* mprotect */
 HK_HIDDEN void hk_os_munlock(void *p, size_t size);
 HK_HIDDEN void hk_os_space_unlock_untaken(void);           /* after mlockall without MCL_FUTURE */
+HK_HIDDEN void hk_os_space_lock(void);                      /* no slot taken meanwhile */
+HK_HIDDEN void hk_os_space_unlock(bool child);
 HK_HIDDEN int hk_os_mlockall(int flags);                             /* the system call itself */
 HK_HIDDEN int hk_class_map_mlockall(int flags);
 HK_HIDDEN void hk_class_map_fork_lock(void);

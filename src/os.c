@@ -122,7 +122,29 @@ void hk_os_space_init(void *start, size_t size) {
 
 /* A free slot of `size` bytes aligned to its size (HK_SS_SIZE or
  * HK_REGION_SIZE), zero, or NULL if there is none. */
+/* Taking a slot waits for an mlockall under way (class_map.c), which
+ * unlocks the slots not taken when it returns: one taken in between would
+ * be filled whole, and locked. */
+static pthread_mutex_t space_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void hk_os_space_lock(void) { pthread_mutex_lock(&space_lock); }
+
+void hk_os_space_unlock(bool child) {
+  if (child) pthread_mutex_init(&space_lock, NULL);
+  else pthread_mutex_unlock(&space_lock);
+}
+
+static void *space_take_locked(size_t size);
+
 void *hk_os_space_take(size_t size) {
+  if (!space) return NULL;
+  pthread_mutex_lock(&space_lock);
+  void *slot = space_take_locked(size);
+  pthread_mutex_unlock(&space_lock);
+  return slot;
+}
+
+static void *space_take_locked(size_t size) {
   unsigned k = size == HK_REGION_SIZE;
   if (!space || size != pools[k].slot) return NULL;
   unsigned long long all = pools[k].slots >= 64 ? ~0ull : (1ull << pools[k].slots) - 1;
