@@ -56,8 +56,8 @@ static void map_make_writable(uintptr_t u, size_t units) {
     pthread_mutex_lock(&protect_lock);
     /* out of kernel memory areas (each page made writable splits the
      * mapping): all of the map writable then, one area again */
-    if (!page_writable(i) && !hk_os_protect_read((void *)at, page, true)) {
-      if (!hk_os_protect_read(reserved, reserved_map_bytes, true)) hk_fatal("class map: cannot make it writable", (void *)at);
+    if (!page_writable(i) && !hk_os_protect_as((void *)at, page, PROT_READ | PROT_WRITE)) {
+      if (!hk_os_protect_as(reserved, reserved_map_bytes, PROT_READ | PROT_WRITE)) hk_fatal("class map: cannot make it writable", (void *)at);
       for (size_t w = 0; w < HK_MAP_WRITABLE_WORDS; w++) atomic_store_explicit(&map_writable[w], ~0ull, memory_order_release);
     }
     atomic_fetch_or_explicit(&map_writable[i / 64], 1ull << i % 64, memory_order_release);
@@ -147,7 +147,7 @@ void hk_class_map_init(void) {
     /* readable (unlocked first: after an mlockall(MCL_FUTURE) before this,
      * readable would mean filled), the page of magic words writable */
     hk_os_munlock(map, bytes);
-    if (!hk_os_protect_read(map, bytes, false) || !hk_os_protect_read(map, HK_PAGE_SIZE, true)) {
+    if (!hk_os_protect_as(map, bytes, PROT_READ) || !hk_os_protect_as(map, HK_PAGE_SIZE, PROT_READ | PROT_WRITE)) {
       hk_os_unmap(map, with_space ? bytes + space : bytes);
       continue;
     }

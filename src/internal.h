@@ -554,8 +554,7 @@ HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *tar
 HK_HIDDEN void hk_os_count_mapped(size_t size);  /* bytes a remap moved to where nothing was counted */
 HK_HIDDEN size_t hk_os_page_size(void);
 HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, inaccessible */
-HK_HIDDEN bool hk_os_protect_read(void *p, size_t size, bool write);  /* readable, and writable if `write` */
-HK_HIDDEN bool hk_os_protect_as(void *p, size_t size, int prot);    /* mprotect */
+HK_HIDDEN bool hk_os_protect_as(void *p, size_t size, int prot);    /* mprotect: PROT_* */
 HK_HIDDEN void hk_os_munlock(void *p, size_t size);
 HK_HIDDEN void hk_os_space_unlock_untaken(void);           /* after mlockall without MCL_FUTURE */
 HK_HIDDEN void hk_os_space_lock(void);                      /* no slot taken meanwhile */

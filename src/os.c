@@ -154,7 +154,7 @@ static void *space_take_locked(size_t size) {
     if (atomic_compare_exchange_weak_explicit(&space_taken[k], &taken, taken | 1ull << i, memory_order_acquire,
                                               memory_order_relaxed)) {
       uint8_t *slot = space + pools[k].offset + i * size;
-      if (hk_keep_errno(mprotect(slot, size, PROT_READ | PROT_WRITE)) != 0) {  /* no memory to commit it */
+      if (!hk_os_protect_as(slot, size, PROT_READ | PROT_WRITE)) {  /* no memory to commit it */
         atomic_fetch_and_explicit(&space_taken[k], ~(1ull << i), memory_order_release);
         return NULL;
       }
@@ -225,7 +225,7 @@ bool hk_os_decommit(void *p, size_t size) {
 }
 
 void hk_os_protect(void *p, size_t size, bool access) {
-  hk_keep_errno(mprotect(p, size, access ? PROT_READ | PROT_WRITE : PROT_NONE));
+  hk_os_protect_as(p, size, access ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
 /* Asks for transparent huge pages in [p, p + size). */
@@ -284,10 +284,6 @@ unsigned hk_os_cpus(void) {
 
 void *hk_os_reserve(size_t size) {
   return map_prot(NULL, size, PROT_NONE, MAP_NORESERVE);
-}
-
-bool hk_os_protect_read(void *p, size_t size, bool write) {
-  return hk_os_protect_as(p, size, write ? PROT_READ | PROT_WRITE : PROT_READ);
 }
 
 bool hk_os_protect_as(void *p, size_t size, int prot) { return hk_keep_errno(mprotect(p, size, prot)) == 0; }
