@@ -3,9 +3,10 @@
  * of its key destructors (here: a consumer freeing blocks other threads
  * allocated, from a destructor that re-arms itself for glibc's four rounds)
  * sets up a cache that hakmem's own key destructor never hands back.  The
- * next thread, given the same stack and TLS block, takes its place among the
- * live caches: statistics count the threads alive (main and that one) and
- * return, where the registry of caches used to loop for ever. */
+ * next thread, given the same stack and TLS block (as glibc does with a
+ * joined thread's stack), takes its place among the live caches: statistics
+ * count the threads alive (main and that one) and return, where the registry
+ * of caches used to loop for ever. */
 #include "testutil.h"
 
 #include <pthread.h>
@@ -14,6 +15,8 @@ static pthread_key_t consumer_key;
 static void *blocks[200];
 static pthread_barrier_t barrier;
 static void *volatile sink;
+static __thread int tls_probe;
+static void *consumer_tls, *worker_tls;  /* where each thread's TLS block was */
 
 static void consumer_destructor(void *value) {
   long round = (long)value;
@@ -25,11 +28,13 @@ static void consumer_destructor(void *value) {
 }
 
 static void *consumer(void *arg) {
+  consumer_tls = &tls_probe;
   pthread_setspecific(consumer_key, (void *)1L);
   return arg;
 }
 
 static void *worker(void *arg) {
+  worker_tls = &tls_probe;
   sink = malloc(64);
   pthread_barrier_wait(&barrier);
   pthread_barrier_wait(&barrier);
@@ -51,10 +56,16 @@ int main(void) {
   alarm(10);
   hak_stats_get(&s);
   alarm(0);
-  CHECK_EQ(s.threads, 2);
+  if (worker_tls == consumer_tls) {
+    CHECK_EQ(s.threads, 2);
+  } else {  /* the C library gave the worker another stack: the consumer's cache is still counted */
+    printf("  the worker did not get the consumer's TLS block: %u threads counted\n", s.threads);
+    CHECK(s.threads == 2 || s.threads == 3);
+  }
   pthread_barrier_wait(&barrier);
   pthread_join(t, NULL);
   hak_stats_get(&s);
-  CHECK_EQ(s.threads, 1);
+  if (worker_tls == consumer_tls) CHECK_EQ(s.threads, 1);
+  else CHECK(s.threads == 1 || s.threads == 2);
   return 0;
 }
