@@ -145,15 +145,18 @@ void hk_class_map_init(void) {
     bool with_space = map != NULL;
     if (!map && !(map = hk_os_reserve(bytes))) continue;
     /* readable (unlocked first: after an mlockall(MCL_FUTURE) before this,
-     * readable would mean filled), the page of magic words writable */
+     * readable would mean filled); writable: the page of magic words and the
+     * map's first page, the entries of the lowest addresses, NULL's among
+     * them, which every free(NULL) reads, so that mlockall never hides it */
+    size_t first = HK_PAGE_SIZE + hk_os_page_size();
     hk_os_munlock(map, bytes);
-    if (!hk_os_protect_as(map, bytes, PROT_READ) || !hk_os_protect_as(map, HK_PAGE_SIZE, PROT_READ | PROT_WRITE)) {
+    if (!hk_os_protect_as(map, bytes, PROT_READ) || !hk_os_protect_as(map, first, PROT_READ | PROT_WRITE)) {
       hk_os_unmap(map, with_space ? bytes + space : bytes);
       continue;
     }
-    reserved = map;
+    for (size_t i = 0; i < first / 4096; i++) atomic_fetch_or(&map_writable[i / 64], 1ull << i % 64);
     reserved_map_bytes = bytes;
-    for (size_t i = 0; i < HK_PAGE_SIZE / 4096; i++) atomic_fetch_or(&map_writable[i / 64], 1ull << i % 64);
+    reserved = map;
     /* a byte per 64 KiB unit, written where hakmem has memory: a huge page
      * for each place written (THP "always") would cost 2 MiB apiece */
     hk_os_advise_small(map, bytes);
@@ -161,9 +164,6 @@ void hk_class_map_init(void) {
     uint32_t *magic = (uint32_t *)(map + HK_PAGE_SIZE) - 256;
     hk_class_magic_fill(magic, (uint64_t *)magic - 256);
     hk_fast.map = map + HK_PAGE_SIZE;
-    /* the entries of the lowest addresses, NULL's among them, which every
-     * free(NULL) reads: never hidden by mlockall (writable pages are not) */
-    map_make_writable(0, 1);
     __atomic_store_n(&hk_fast.map_units, ceiling >> HK_UNIT_SHIFT, __ATOMIC_RELEASE);
     hk_os_set_ceiling(ceiling);
     if (with_space) hk_os_space_init(map + bytes, space);
