@@ -120,8 +120,6 @@ void hk_os_space_init(void *start, size_t size) {
   space = s;
 }
 
-/* A free slot of `size` bytes aligned to its size (HK_SS_SIZE or
- * HK_REGION_SIZE), zero, or NULL if there is none. */
 /* Taking a slot waits for an mlockall under way (class_map.c), which
  * unlocks the slots not taken when it returns: one taken in between would
  * be filled whole, and locked. */
@@ -134,45 +132,40 @@ void hk_os_space_unlock(bool child) {
   else pthread_mutex_unlock(&space_lock);
 }
 
-static void *space_take_locked(size_t size);
-
+/* A free slot of `size` bytes aligned to its size (HK_SS_SIZE or
+ * HK_REGION_SIZE), zero, or NULL if there is none. */
 void *hk_os_space_take(size_t size) {
-  if (!space) return NULL;
-  pthread_mutex_lock(&space_lock);
-  void *slot = space_take_locked(size);
-  pthread_mutex_unlock(&space_lock);
-  return slot;
-}
-
-static void *space_take_locked(size_t size) {
   unsigned k = size == HK_REGION_SIZE;
   if (!space || size != pools[k].slot) return NULL;
+  pthread_mutex_lock(&space_lock);
+  void *slot = NULL;
   unsigned long long all = pools[k].slots >= 64 ? ~0ull : (1ull << pools[k].slots) - 1;
   unsigned long long taken = atomic_load_explicit(&space_taken[k], memory_order_relaxed);
-  while (taken != all) {
+  while (!slot && taken != all) {
     unsigned i = (unsigned)__builtin_ctzll(~taken);
-    if (atomic_compare_exchange_weak_explicit(&space_taken[k], &taken, taken | 1ull << i, memory_order_acquire,
-                                              memory_order_relaxed)) {
-      uint8_t *slot = space + pools[k].offset + i * size;
-      if (!hk_os_protect_as(slot, size, PROT_READ | PROT_WRITE)) {  /* no memory to commit it */
-        atomic_fetch_and_explicit(&space_taken[k], ~(1ull << i), memory_order_release);
-        return NULL;
-      }
-      account_mapped(size);
-      /* all but the first SuperSlab: see spares_map (superslab.c); without
-       * huge pages, small ones asked for where the kernel's default is huge
-       * (a slot given back and taken again has lost its advice) */
-      if (k == 0 && !atomic_exchange(&space_advised, true)) {
-        if (hk_opt.ss_thp) hk_os_advise_huge(space + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
-        else hk_os_advise_small(space, HK_SPACE_SS);
-      } else if (k == 0 && i > 0 && atomic_fetch_and(&space_remapped, ~(1ull << i)) >> i & 1) {
-        if (hk_opt.ss_thp) hk_os_advise_huge(slot, size);
-        else hk_os_advise_small(slot, size);
-      }
-      return slot;
+    if (!atomic_compare_exchange_weak_explicit(&space_taken[k], &taken, taken | 1ull << i, memory_order_acquire,
+                                               memory_order_relaxed))
+      continue;
+    slot = space + pools[k].offset + i * size;
+    if (!hk_os_protect_as(slot, size, PROT_READ | PROT_WRITE)) {  /* no memory to commit it */
+      atomic_fetch_and_explicit(&space_taken[k], ~(1ull << i), memory_order_release);
+      slot = NULL;
+      break;
+    }
+    account_mapped(size);
+    /* all but the first SuperSlab: see spares_map (superslab.c); without
+     * huge pages, small ones asked for where the kernel's default is huge
+     * (a slot given back and taken again has lost its advice) */
+    if (k == 0 && !atomic_exchange(&space_advised, true)) {
+      if (hk_opt.ss_thp) hk_os_advise_huge(space + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
+      else hk_os_advise_small(space, HK_SPACE_SS);
+    } else if (k == 0 && i > 0 && atomic_fetch_and(&space_remapped, ~(1ull << i)) >> i & 1) {
+      if (hk_opt.ss_thp) hk_os_advise_huge(slot, size);
+      else hk_os_advise_small(slot, size);
     }
   }
-  return NULL;
+  pthread_mutex_unlock(&space_lock);
+  return slot;
 }
 
 static bool space_give(void *p, size_t size) {

@@ -378,8 +378,8 @@ void hk_front_add(hk_front_t *sum, const hk_front_t *f) {
 void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
   pthread_mutex_lock(&registry_lock);
   memcpy(front, exited, sizeof exited);
-  *threads = 0;
-  for (size_t i = 0; i < registry_n; i++, ++*threads) {
+  *threads = (unsigned)registry_n;
+  for (size_t i = 0; i < registry_n; i++) {
     const hk_tcache_t *tc = registry[i];
     for (unsigned c = 1; c <= HK_NCLASS; c++)
       cached[c] += (size_t)(__atomic_load_n(&tc->cap[c], __ATOMIC_RELAXED) - __atomic_load_n(&tc->room[c], __ATOMIC_RELAXED));
