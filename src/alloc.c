@@ -11,8 +11,16 @@ void *hk_calloc(size_t count, size_t size) {
     return NULL;
   }
   if (total > HK_SMALL_MAX) return hk_huge_alloc(total, 16, true);
+  if (total + HK_CANARY <= HK_LARGE_MIN) {
+    void *p = hk_malloc_fast(total);
+    if (p) memset(p, 0, total);
+    return p;
+  }
+  /* A large block new from the OS, or given back to it, reads as zero:
+   * clearing it would fault in every page at once. */
+  hk_tc.zero_block = NULL;
   void *p = hk_malloc_fast(total);
-  if (p) memset(p, 0, total);
+  if (p && p != hk_tc.zero_block) memset(p, 0, total);
   return p;
 }
 

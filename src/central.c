@@ -197,15 +197,18 @@ static bool transfer_pop(unsigned set, unsigned cls, hk_batch_t *b, bool local, 
   return got;
 }
 
-unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker, bool producer) {
-  *parker = NULL;
-  if (hk_class_is_large(cls)) {
-    *chain = hk_class_in_regions(cls) ? hk_huge_take_class(cls) : hk_large_take(cls);
-    if (!*chain) return 0;
+void *hk_central_take_large(unsigned cls, bool *zero) {
+  void *p = hk_class_in_regions(cls) ? hk_huge_take_class(cls, zero) : hk_large_take(cls, zero);
+  if (p) {
     atomic_fetch_add_explicit(&large_counts[cls].slabs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&large_counts[cls].slabs_made, 1, memory_order_relaxed);
-    return 1;
   }
+  return p;
+}
+
+unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker, bool producer) {
+  hk_assert(!hk_class_is_large(cls), "a large class in the central cache");
+  *parker = NULL;
   /* This CPU's batches first, then any other's, before the slabs. */
   unsigned mine = my_slots();
   bool keep_apart = producer && hk_classes[cls].size <= HK_PRODUCER_MAX;
@@ -225,7 +228,8 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
   while (n < want) {
     hk_slab_t *s = c->partial;
     if (!s) {
-      s = hk_slab_new(cls);
+      bool zero;  /* blocks are marked as they are carved */
+      s = hk_slab_new(cls, &zero);
       if (!s) break;
       hk_list_push(&c->partial, s);
       c->nempty++;

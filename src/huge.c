@@ -341,8 +341,10 @@ static bool fits_region(size_t n, size_t alignment) {
 }
 
 /* Puts a block of n units at unit u of region r; calloc's blocks (`zero`)
- * get the units that may hold old data cleared, up to `size`. */
-static void *place(hk_region_t *r, unsigned u, unsigned n, bool zero, size_t size) {
+ * get the units that may hold old data cleared, up to `size`; *clean (if
+ * asked): the first unit held none. */
+static void *place(hk_region_t *r, unsigned u, unsigned n, bool zero, size_t size, bool *clean) {
+  if (clean) *clean = !(r->stale[u / 64] >> (u % 64) & 1);
   take_units(r, u, n);
   r->run[u] = (uint16_t)n;
   memset(&r->run[u + 1], 0, (n - 1) * sizeof r->run[0]);  /* no freed block's start lies inside a live one */
@@ -357,7 +359,7 @@ static void *place(hk_region_t *r, unsigned u, unsigned n, bool zero, size_t siz
 
 /* A block of n units from a shared region, the best place as hk_region_fit
  * sees it.  Called with huge_lock held; NULL if no region can be mapped. */
-static void *shared_alloc(unsigned n, size_t alignment, bool zero, size_t size) {
+static void *shared_alloc(unsigned n, size_t alignment, bool zero, size_t size, bool *clean) {
   unsigned step = (unsigned)hk_max(alignment >> HK_UNIT_SHIFT, 1);
   hk_region_t *r = NULL;
   int u = -1;
@@ -376,7 +378,7 @@ static void *shared_alloc(unsigned n, size_t alignment, bool zero, size_t size) 
     hk_list_push(&regions, r);
     u = (int)first_start(step);
   }
-  return place(r, (unsigned)u, n, zero, size);
+  return place(r, (unsigned)u, n, zero, size, clean);
 }
 
 /* The lowest run of n free resident units in region r, or -1: what a block
@@ -411,24 +413,20 @@ static int first_warm_run(const hk_region_t *r, unsigned n) {
  * than among the small slabs of 4 MiB SuperSlabs; but marked in the class map
  * with their class, so that thread caches keep them as they keep other large
  * blocks: only a cache's misses and overflows come here. */
-void *hk_huge_take_class(unsigned cls) {
+void *hk_huge_take_class(unsigned cls, bool *zero) {
   unsigned n = (unsigned)units(hk_classes[cls].size);
   void *p = NULL;
   pthread_mutex_lock(&huge_lock);
   for (hk_region_t *r = regions; r && !p; r = r->next) {
     int u = first_warm_run(r, n);
-    if (u >= 0) p = place(r, (unsigned)u, n, false, 0);
+    if (u >= 0) p = place(r, (unsigned)u, n, false, 0, zero);
   }
-  if (!p) p = shared_alloc(n, 1, false, 0);
+  if (!p) p = shared_alloc(n, 1, false, 0, zero);
   if (p) {
     mark(p, (uint8_t)cls);
     class_bytes += units_bytes(n);
   }
   pthread_mutex_unlock(&huge_lock);
-  if (p) {  /* a chain of one; its page fault, if any, outside the lock */
-    hk_mark_free(p);
-    hk_set_next(p, HK_END);
-  }
   return p;
 }
 
@@ -523,7 +521,7 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
    * back (malloc_trim), and one more try. */
   for (int tries = 0; tries < 2; tries++) {
     pthread_mutex_lock(&huge_lock);
-    p = fits_region(n, alignment) ? shared_alloc((unsigned)n, alignment, zero, size)
+    p = fits_region(n, alignment) ? shared_alloc((unsigned)n, alignment, zero, size, NULL)
                                   : jumbo_alloc(size, alignment, zero);
     if (p) break;
     pthread_mutex_unlock(&huge_lock);

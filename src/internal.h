@@ -18,8 +18,10 @@
  *           hk_slab_new -> take_units     a run of units in the arena (superslab.c)
  *             superslab_map -> hk_os_space_take  a slot of the space reserved at start-up,
  *               or spares_map -> hk_os_map_aligned  else a few SuperSlabs mapped at once
- *           hk_large_take                 large classes: a one-block slab, no central cache,
- *           hk_huge_take_class              or above 256 KiB a run of units in a huge region
+ *         hk_central_take_large         large classes: a block not touched (its page fault
+ *                                         is the program's), no central cache:
+ *           hk_large_take                 a one-block slab,
+ *           hk_huge_take_class            or above 256 KiB a run of units in a huge region
  *         hk_purge_poll                   a tick due? (purge.c) -> hk_central_purge,
  *                                         hk_superslab_purge, hk_huge_purge -> hk_os_decommit
  *
@@ -130,6 +132,7 @@ typedef struct hk_tcache {
   uint8_t early_frees;               /* frees before the first malloc (see hk_free_overflow) */
   ptrdiff_t out_pending;             /* bytes taken less bytes given, not yet in the statistics */
   uint32_t registered;               /* its place in the registry of live caches (tcache.c) */
+  void *zero_block;                  /* the large block just handed out reading as zero (calloc) */
   hk_front_t front[HK_NCLASS + 1];
 } hk_tcache_t;
 #define HK_TCACHE_MIN_CAP 8      /* what a list shrinks to at most */
@@ -457,6 +460,7 @@ typedef struct hk_superslab {
   uint64_t used;                      /* bitmap of units in use; bit 0 is this header */
   uint64_t dirty;                     /* free units still resident, freed this purge epoch */
   uint64_t dirty_old;                 /* ... freed the epoch before: given back at the next tick */
+  uint64_t stale;                     /* free units given back that may still hold old data (MADV_FREE, refused) */
   uint8_t arena;                      /* the arena this SuperSlab belongs to */
   struct hk_superslab *next, *prev;   /* list of SuperSlabs with free units */
   uint8_t head_unit[HK_SS_UNITS];     /* first unit of the slab each unit belongs to */
@@ -474,9 +478,9 @@ static inline hk_slab_t *hk_slab_of(const void *p) {
 
 HK_HIDDEN void hk_arenas_init(unsigned cpus);
 HK_HIDDEN unsigned hk_arena_assign(void);       /* the arena of a new thread */
-HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls);  /* from the calling thread's arena */
+HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls, bool *zero);  /* from the calling thread's arena; *zero: its first unit reads as zero */
 HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
-HK_HIDDEN void *hk_large_take(unsigned cls);                 /* large classes: one-block slabs */
+HK_HIDDEN void *hk_large_take(unsigned cls, bool *zero);     /* large classes: one-block slabs */
 HK_HIDDEN void hk_large_release(unsigned cls, void *chain);
 /* The size of the block of the SuperSlab (huge region) holding p, live or
  * freed, and whether it is live; 0 if p is not where a block started. */
@@ -501,6 +505,9 @@ HK_HIDDEN uintptr_t hk_class_map_lookup(const void *p);  /* any pointer; 0 if no
 HK_HIDDEN void hk_central_init(unsigned cpus);  /* sets of transfer slots: one per CPU */
 HK_HIDDEN unsigned hk_central_cpu_sets(void);
 HK_HIDDEN unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker, bool producer);
+/* A block of a large class, not on a chain and not touched: *zero if its
+ * memory reads as zero, else it may hold anything, the free key included. */
+HK_HIDDEN void *hk_central_take_large(unsigned cls, bool *zero);
 /* Gives back a chain of `count` blocks; `owner` is the giving thread cache. */
 HK_HIDDEN bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner);
 typedef struct hk_class_counts {  /* a class's figures in the central cache */
@@ -528,7 +535,7 @@ HK_HIDDEN void hk_tcache_fork_unlock(bool child);
 
 /* ---- huge blocks (huge.c): one mapping each -------------------------------- */
 HK_HIDDEN void *hk_huge_alloc(size_t size, size_t alignment, bool zero);
-HK_HIDDEN void *hk_huge_take_class(unsigned cls);  /* a block of a large class above HK_REGION_CLASS_MIN */
+HK_HIDDEN void *hk_huge_take_class(unsigned cls, bool *zero);  /* a block of a large class above HK_REGION_CLASS_MIN */
 HK_HIDDEN void hk_huge_release_class(unsigned cls, void *chain);
 /* Where n units go in a region (huge.c): -1 if nowhere with at most `limit` cold units. */
 HK_HIDDEN int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n, unsigned step,

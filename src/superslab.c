@@ -50,15 +50,23 @@ size_t hk_superslab_resident(void) {
   return bytes;
 }
 
-/* Decommits the runs of units in `bits`; returns the bytes. */
+/* Decommits the runs of units in `bits`; returns the bytes.  Units the
+ * kernel refuses (locked pages), or takes only when it needs the memory
+ * (MADV_FREE), count as given back all the same, but stay `stale`: a block
+ * there may not be handed out as reading zero. */
 static size_t decommit_units(hk_superslab_t *ss, uint64_t bits) {
   size_t bytes = 0;
   while (bits) {
     unsigned unit = (unsigned)__builtin_ctzll(bits);
     uint64_t rest = ~(bits >> unit);
     unsigned units = rest ? (unsigned)__builtin_ctzll(rest) : 64 - unit;
-    hk_os_decommit((uint8_t *)ss + (size_t)unit * HK_UNIT_SIZE, (size_t)units * HK_UNIT_SIZE);
-    bits &= ~hk_bits(unit, units);
+    uint64_t run = hk_bits(unit, units);
+    if (hk_os_decommit((uint8_t *)ss + (size_t)unit * HK_UNIT_SIZE, (size_t)units * HK_UNIT_SIZE) &&
+        hk_opt.decommit == HK_DECOMMIT_DONTNEED)
+      ss->stale &= ~run;
+    else
+      ss->stale |= run;
+    bits &= ~run;
     bytes += (size_t)units * HK_UNIT_SIZE;
   }
   return bytes;
@@ -194,9 +202,10 @@ static hk_superslab_t *find_units(hk_arena_t *a, unsigned units, int *unit) {
 }
 
 /* Takes a run of units for a slab, in the arena's SuperSlabs or, if
- * `may_map`, in a new one; moves the SuperSlab to the right list.  Called
- * with the arena's lock held. */
-static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool may_map) {
+ * `may_map`, in a new one; moves the SuperSlab to the right list; *zero:
+ * the run's first unit reads as zero (never written, or given back with
+ * MADV_DONTNEED).  Called with the arena's lock held. */
+static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool may_map, bool *zero) {
   unsigned cold;
   hk_superslab_t *ss = find_units(a, units, unit);
   if (!ss) {
@@ -211,33 +220,35 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool
   uint64_t bits = hk_bits((unsigned)*unit, units);
   hk_assert(!(ss->used & bits), "SuperSlab units taken twice");
   uint64_t reused = bits & resident_free(ss);
+  *zero = !((reused | ss->stale) >> *unit & 1);
   atomic_fetch_add_explicit(&used_units, units, memory_order_relaxed);
   ss->used |= bits;
   ss->dirty &= ~bits;
   ss->dirty_old &= ~bits;
+  ss->stale &= ~bits;
   if (reused) hk_resident_add(&a->resident, -(ptrdiff_t)units_bytes(reused));
   if (reused != bits) hk_purge_fresh(units_bytes(bits & ~reused));
   if (ss->used == ~0ull) hk_list_remove(&a->partial, ss);
   return ss;
 }
 
-hk_slab_t *hk_slab_new(unsigned cls) {
+hk_slab_t *hk_slab_new(unsigned cls, bool *zero) {
   const hk_class_info_t *ci = &hk_classes[cls];
   hk_arena_t *a = &arenas[hk_tc.arena];
   int unit;
   pthread_mutex_lock(&a->lock);
-  hk_superslab_t *ss = take_units(a, ci->units, &unit, false);
+  hk_superslab_t *ss = take_units(a, ci->units, &unit, false, zero);
   pthread_mutex_unlock(&a->lock);
   /* Before the process grows: free units of the other arenas. */
   for (unsigned i = 1; !ss && i < arenas_used; i++) {
     hk_arena_t *other = &arenas[(hk_tc.arena + i) % arenas_used];
     pthread_mutex_lock(&other->lock);
-    ss = take_units(other, ci->units, &unit, false);
+    ss = take_units(other, ci->units, &unit, false, zero);
     pthread_mutex_unlock(&other->lock);
   }
   if (!ss) {
     pthread_mutex_lock(&a->lock);
-    ss = take_units(a, ci->units, &unit, true);
+    ss = take_units(a, ci->units, &unit, true, zero);
     pthread_mutex_unlock(&a->lock);
   }
   if (!ss) return NULL;
@@ -295,13 +306,11 @@ void hk_slab_release(hk_slab_t *slab) {
   pthread_mutex_unlock(&a->lock);
 }
 
-/* A large block: the only block of a new slab. */
-void *hk_large_take(unsigned cls) {
-  hk_slab_t *s = hk_slab_new(cls);
+/* A large block: the only block of a new slab, not touched here. */
+void *hk_large_take(unsigned cls, bool *zero) {
+  hk_slab_t *s = hk_slab_new(cls, zero);
   if (!s) return NULL;
   s->carved = 1;
-  hk_mark_free(s->start);
-  hk_set_next(s->start, HK_END);
   return s->start;
 }
 

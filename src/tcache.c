@@ -83,8 +83,29 @@ static void *next_free(void *b, unsigned cls) {
   return hk_next(b);
 }
 
+/* A block of a large class straight to the program, where the memory of a
+ * new one is not touched: its page faults are the program's first writes,
+ * not this call's (malloc's tail: `latency thread_churn`).  Memory that may
+ * hold old data has its mark cleared (a block marked free in the program's
+ * hands would read as freed to realloc).  Out of memory, what is free goes
+ * back and it tries once more. */
+static void *take_large(hk_tcache_t *tc, unsigned cls) {
+  bool zero;
+  void *p = hk_central_take_large(cls, &zero);
+  if (hk_unlikely(!p) && (!hk_purge_all() || !(p = hk_central_take_large(cls, &zero)))) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  tc->front[cls].moved++;
+  note_out(tc, (ptrdiff_t)hk_classes[cls].size);
+  if (HAK_HARDENED || !zero) hk_block_out(p, cls);  /* the hardened canary: at the end, not in calloc's bytes */
+  if (zero) tc->zero_block = p;
+  return p;
+}
+
 /* A thread whose cache is gone (it has exited) still allocates: one block at a time. */
 static void *alloc_uncached(hk_tcache_t *tc, unsigned cls) {
+  if (hk_class_is_large(cls)) return take_large(tc, cls);
   void *chain;
   unsigned n = take(tc, cls, 1, &chain);
   if (hk_unlikely(n == 0) && (!hk_purge_all() || !(n = take(tc, cls, 1, &chain)))) {  /* as tcache_refill */
@@ -110,6 +131,11 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
   tc->front[cls].misses++;
   if (hk_class_is_large(cls) && tc->large_misses < UINT32_MAX) tc->large_misses++;
   set_cap(tc, cls, hk_min(tc->cap[cls] * 2, (int)hk_classes[cls].cap));
+  if (hk_class_is_large(cls)) {
+    void *p = take_large(tc, cls);
+    hk_purge_poll();
+    return p;
+  }
   void *chain;
   unsigned want = hk_min(hk_classes[cls].batch, (unsigned)tc->cap[cls] + 1);
   unsigned n = take(tc, cls, want, &chain);

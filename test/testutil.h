@@ -404,6 +404,33 @@ static inline const char *describe_status(int status) {
   return buf;
 }
 
+/* A case of a program whose cases each need the allocator started with
+ * their own settings: run_self_cases runs each in a child of its own (this
+ * program again, with `env`), or, as that child, the one named. */
+typedef struct self_case {
+  const char *name;
+  void (*fn)(void);
+  const char *env[4];
+} self_case_t;
+
+static inline int run_self_cases(int argc, char **argv, const self_case_t *cases, size_t n,
+                                 unsigned timeout) {
+  for (size_t i = 0; i < n; i++) {
+    if (argc > 1) {
+      if (strcmp(argv[1], cases[i].name) == 0) cases[i].fn();
+      continue;
+    }
+    child_result_t res;
+    printf("  %s\n", cases[i].name);
+    fflush(stdout);
+    run_self(cases[i].name, cases[i].env, timeout, &res);
+    if (res.err[0]) printf("%s", res.err);
+    CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s: %s", cases[i].name,
+              describe_status(res.status));
+  }
+  return 0;
+}
+
 /* ---- a limited address space --------------------------------------------- */
 
 /* The option a program given to run_self_under_as_limit() runs with. */

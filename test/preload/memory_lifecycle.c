@@ -325,13 +325,7 @@ static void late_frees_strand_nothing(void) {
 
 /* ---- cases and their settings ------------------------------------------- */
 
-typedef struct test_case {
-  const char *name;
-  void (*fn)(void);
-  const char *env[3];
-} test_case_t;
-
-static const test_case_t cases[] = {
+static const self_case_t cases[] = {
     /* a delay longer than the cases: any system call would be reuse failing */
     {"big_blocks_reused", big_blocks_reused, {"HAKMEM_PURGE_DELAY_MS=60000"}},
     {"large_blocks_reused_across_threads", large_blocks_reused_across_threads, {"HAKMEM_PURGE_DELAY_MS=60000"}},
@@ -347,18 +341,5 @@ static const test_case_t cases[] = {
 int main(int argc, char **argv) {
   test_init();
   CHECK_MSG(hakmem_active(), "this test needs hakmem");
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    if (argc > 1) {
-      if (strcmp(argv[1], cases[i].name) == 0) cases[i].fn();
-      continue;
-    }
-    child_result_t res;
-    printf("  %s\n", cases[i].name);
-    fflush(stdout);
-    run_self(cases[i].name, cases[i].env, 60, &res);
-    if (res.err[0]) printf("%s", res.err);
-    CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s: %s", cases[i].name,
-              describe_status(res.status));
-  }
-  return 0;
+  return run_self_cases(argc, argv, cases, sizeof cases / sizeof cases[0], 60);
 }

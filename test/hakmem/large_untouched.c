@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/* hakmem only.  A block of a large class (32 KiB-1 MiB) that malloc takes
+ * from memory new from the OS, or given back to it, is handed out without
+ * being written: its pages fault when the program writes them, not inside
+ * malloc (whose tail latency they were), and calloc leaves it alone, since
+ * it reads as zero.  Memory given back with MADV_FREE, or whose giving back
+ * the kernel refused, may still hold old data: a block there is cleared by
+ * calloc, and a live block there is never taken for a freed one. */
+#include <sys/mman.h>
+#include "testutil.h"
+
+/* Resident pages among the `pages` from p's page on (mincore). */
+static size_t resident(const void *p, size_t pages) {
+  unsigned char vec[64];
+  CHECK(pages <= sizeof vec);
+  uintptr_t page = (uintptr_t)p & ~(uintptr_t)4095;
+  CHECK(mincore((void *)page, pages * 4096, vec) == 0);
+  size_t n = 0;
+  for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
+  return n;
+}
+
+/* Sizes of both kinds of large block: a slab of a SuperSlab, and a run of
+ * units of a region (above 256 KiB). */
+static const size_t sizes[] = {100000, 400000};
+
+static void malloc_leaves_a_new_block_untouched(void) {
+  for (size_t i = 0; i < 2; i++) {
+    char *p = malloc(sizes[i]);
+    CHECK(p != NULL);
+    CHECK_MSG(resident(p, 1) == 0, "malloc(%zu) wrote its new block", sizes[i]);
+    p[0] = 1;
+    CHECK(resident(p, 1) == 1);
+    void *q = realloc(p, sizes[i] - 1000);  /* a live block, not taken for a freed one */
+    CHECK(q == p);
+    free(q);
+  }
+}
+
+static void calloc_leaves_a_new_block_untouched(void) {
+  for (size_t i = 0; i < 2; i++) {
+    size_t n = sizes[i];
+    unsigned char *p = calloc(1, n);
+    CHECK(p != NULL);
+    CHECK_MSG(resident(p, 16) == 0, "calloc(1, %zu) wrote its new block", n);
+    CHECK_EQ(find_not_byte(p, 0, n), SIZE_MAX);
+    memset(p, 0xa5, n);
+    free(p);
+    /* the same memory again (the thread's cache, or resident units): written, so cleared */
+    unsigned char *q = calloc(1, n);
+    CHECK(q != NULL);
+    CHECK_EQ(find_not_byte(q, 0, n), SIZE_MAX);
+    free(q);
+  }
+}
+
+/* Under HAKMEM_PURGE_DELAY_MS=0 a large block's memory goes back to the OS
+ * at its free (past the thread's cache); with MADV_FREE it keeps its data
+ * while the kernel has memory to spare. */
+static void given_back_with_madv_free(void) {
+  for (size_t i = 0; i < 2; i++) {
+    size_t n = sizes[i];
+    /* more blocks than the thread may cache, so that some go back */
+    enum { BLOCKS = 64 };
+    unsigned char *p[BLOCKS];
+    for (int k = 0; k < BLOCKS; k++) {
+      p[k] = malloc(n);
+      CHECK(p[k] != NULL);
+      memset(p[k], 0xa5, n);
+    }
+    for (int k = 0; k < BLOCKS; k++) free(p[k]);
+    for (int k = 0; k < BLOCKS; k++) {
+      p[k] = calloc(1, n);
+      CHECK(p[k] != NULL);
+      CHECK_MSG(find_not_byte(p[k], 0, n) == SIZE_MAX, "calloc(1, %zu): old data at %zu", n,
+                find_not_byte(p[k], 0, n));
+    }
+    for (int k = 0; k < BLOCKS; k++) free(p[k]);
+    for (int k = 0; k < BLOCKS; k++) {
+      p[k] = malloc(n);
+      CHECK(p[k] != NULL);
+      p[k] = realloc(p[k], n - 1000);  /* aborts if taken for a freed block */
+      CHECK(p[k] != NULL);
+    }
+    for (int k = 0; k < BLOCKS; k++) free(p[k]);
+  }
+}
+
+static const self_case_t cases[] = {
+    {"malloc", malloc_leaves_a_new_block_untouched, {NULL}},
+    {"calloc", calloc_leaves_a_new_block_untouched, {NULL}},
+    {"madv_free", given_back_with_madv_free,
+     {"HAKMEM_PURGE_DELAY_MS=0", "HAKMEM_SS_MEM_LEAN_DECOMMIT=FREE", NULL}},
+};
+
+int main(int argc, char **argv) {
+  test_init();
+  return run_self_cases(argc, argv, cases, sizeof cases / sizeof cases[0], 60);
+}
