@@ -342,9 +342,9 @@ static bool fits_region(size_t n, size_t alignment) {
 
 /* Puts a block of n units at unit u of region r; calloc's blocks (`zero`)
  * get the units that may hold old data cleared, up to `size`; *clean (if
- * asked): the first unit held none. */
+ * asked): none of them held any. */
 static void *place(hk_region_t *r, unsigned u, unsigned n, bool zero, size_t size, bool *clean) {
-  if (clean) *clean = !(r->stale[u / 64] >> (u % 64) & 1);
+  if (clean) *clean = bits_next(r->stale, u, true, u + n) == u + n;
   take_units(r, u, n);
   r->run[u] = (uint16_t)n;
   memset(&r->run[u + 1], 0, (n - 1) * sizeof r->run[0]);  /* no freed block's start lies inside a live one */

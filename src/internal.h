@@ -478,7 +478,7 @@ static inline hk_slab_t *hk_slab_of(const void *p) {
 
 HK_HIDDEN void hk_arenas_init(unsigned cpus);
 HK_HIDDEN unsigned hk_arena_assign(void);       /* the arena of a new thread */
-HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls, bool *zero);  /* from the calling thread's arena; *zero: its first unit reads as zero */
+HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls, bool *zero);  /* from the calling thread's arena; *zero: its units read as zero */
 HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
 HK_HIDDEN void *hk_large_take(unsigned cls, bool *zero);     /* large classes: one-block slabs */
 HK_HIDDEN void hk_large_release(unsigned cls, void *chain);

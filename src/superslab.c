@@ -203,7 +203,7 @@ static hk_superslab_t *find_units(hk_arena_t *a, unsigned units, int *unit) {
 
 /* Takes a run of units for a slab, in the arena's SuperSlabs or, if
  * `may_map`, in a new one; moves the SuperSlab to the right list; *zero:
- * the run's first unit reads as zero (never written, or given back with
+ * every unit of the run reads as zero (never written, or given back with
  * MADV_DONTNEED).  Called with the arena's lock held. */
 static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool may_map, bool *zero) {
   unsigned cold;
@@ -220,7 +220,7 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool
   uint64_t bits = hk_bits((unsigned)*unit, units);
   hk_assert(!(ss->used & bits), "SuperSlab units taken twice");
   uint64_t reused = bits & resident_free(ss);
-  *zero = !((reused | ss->stale) >> *unit & 1);
+  *zero = !((reused | ss->stale) & bits);
   atomic_fetch_add_explicit(&used_units, units, memory_order_relaxed);
   ss->used |= bits;
   ss->dirty &= ~bits;

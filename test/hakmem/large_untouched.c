@@ -6,7 +6,9 @@
  * it reads as zero.  Memory given back with MADV_FREE, or whose giving back
  * the kernel refused, may still hold old data: a block there is cleared by
  * calloc, and a live block there is never taken for a freed one. */
+#include <malloc.h>
 #include <sys/mman.h>
+#include "hakmem.h"
 #include "testutil.h"
 
 /* Resident pages among the `pages` from p's page on (mincore). */
@@ -86,11 +88,49 @@ static void given_back_with_madv_free(void) {
   }
 }
 
+/* Free units side by side, every other one given back to the OS (reads as
+ * zero) and the others freed after it, still holding their data: a block
+ * of two that starts on a clean one ends on a dirty one, and calloc clears
+ * it all the same.  `one`: a block of one unit (or of `units` for the
+ * regions' classes), `two`: a block one unit longer. */
+static void mixed_runs_for(size_t one, size_t two, int clean_first) {
+  enum { BLOCKS = 120 };
+  static unsigned char *p[BLOCKS];
+  for (int k = 0; k < BLOCKS; k++) {
+    p[k] = malloc(one);
+    CHECK(p[k] != NULL);
+    memset(p[k], 0xa5, one);
+  }
+  for (int k = clean_first; k < BLOCKS; k += 2) free(p[k]);
+  hak_thread_flush();
+  malloc_trim(0);
+  for (int k = 1 - clean_first; k < BLOCKS; k += 2) free(p[k]);
+  hak_thread_flush();
+  for (int k = 0; k < BLOCKS / 2; k++) {
+    p[k] = calloc(1, two);
+    CHECK(p[k] != NULL);
+    CHECK_MSG(find_not_byte(p[k], 0, two) == SIZE_MAX, "calloc(1, %zu) #%d: old data at %zu", two, k,
+              find_not_byte(p[k], 0, two));
+  }
+  for (int k = 0; k < BLOCKS / 2; k++) free(p[k]);
+}
+
+/* Each in a process of its own: which units a run starts on depends on
+ * what came before. */
+static void mixed_runs_superslab_even(void) { mixed_runs_for(60000, 120000, 0); }  /* 1 and 2 units */
+static void mixed_runs_superslab_odd(void) { mixed_runs_for(60000, 120000, 1); }
+static void mixed_runs_region_even(void) { mixed_runs_for(5 * 65536, 6 * 65536, 0); }  /* 5 and 6 units */
+static void mixed_runs_region_odd(void) { mixed_runs_for(5 * 65536, 6 * 65536, 1); }
+
 static const self_case_t cases[] = {
     {"malloc", malloc_leaves_a_new_block_untouched, {NULL}},
     {"calloc", calloc_leaves_a_new_block_untouched, {NULL}},
     {"madv_free", given_back_with_madv_free,
      {"HAKMEM_PURGE_DELAY_MS=0", "HAKMEM_SS_MEM_LEAN_DECOMMIT=FREE", NULL}},
+    {"mixed_runs_superslab_even", mixed_runs_superslab_even, {NULL}},
+    {"mixed_runs_superslab_odd", mixed_runs_superslab_odd, {NULL}},
+    {"mixed_runs_region_even", mixed_runs_region_even, {NULL}},
+    {"mixed_runs_region_odd", mixed_runs_region_odd, {NULL}},
 };
 
 int main(int argc, char **argv) {
