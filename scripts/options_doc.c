@@ -6,9 +6,23 @@
 #include <stdio.h>
 #include "internal.h"
 
+/* What the option accepts: the names, or the range a value must be in. */
+static void print_values(const hk_option_t *o) {
+  if (o->type == HK_OPT_BOOL) {
+    printf(" 0, 1 |");
+  } else if (o->type == HK_OPT_ENUM) {
+    for (size_t i = 0; o->names[i]; i++) printf("%s%s", i ? ", " : " ", o->names[i]);
+    printf(" |");
+  } else {
+    char max[32];
+    hk_option_format(o, o->max, max, sizeof max);
+    printf(" 0 – %s |", max);
+  }
+}
+
 int main(void) {
-  puts("| variable | speed | balanced | lean | meaning |");
-  puts("|---|---|---|---|---|");
+  puts("| variable | speed | balanced | lean | values | meaning |");
+  puts("|---|---|---|---|---|---|");
   for (unsigned i = 0; i < hk_option_count; i++) {
     const hk_option_t *o = &hk_option_table[i];
     printf("| `%s` |", o->name);
@@ -17,6 +31,7 @@ int main(void) {
       hk_option_format(o, o->def[p], value, sizeof value);
       printf(" %s |", value);
     }
+    print_values(o);
     printf(" %s |\n", o->meaning);
   }
   return 0;

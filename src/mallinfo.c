@@ -4,16 +4,22 @@
  * that calls them (or links statically) gets hakmem's figures rather than
  * those of glibc's own, unused, heap.
  *
- * struct mallinfo2's fields, as hakmem fills them:
- *   arena     bytes of SuperSlab units and huge regions' units committed (committed_bytes)
+ * Huge blocks (above 1 MiB) stand for glibc's mmapped chunks, and the rest
+ * of hakmem's memory for its arenas, so that the sums programs make of the
+ * fields come out as with glibc: bytes in use are uordblks + hblkhd, and
+ * arena is uordblks + fordblks.  struct mallinfo2's fields, as hakmem fills
+ * them:
+ *   arena     bytes committed (SuperSlab and huge-region units in use, or free
+ *             and resident) but those of huge blocks
  *   ordblks   free blocks in the central caches (parked or in slabs)
- *   smblks    0 (no fastbins)
+ *   smblks    free blocks in thread caches (glibc's fastbins: kept by threads)
  *   hblks     huge blocks in use
  *   hblkhd    their bytes
  *   usmblks   0 (as glibc)
  *   fsmblks   bytes of blocks in thread caches
- *   uordblks  bytes in use
- *   fordblks  bytes free: cached in thread and central caches, and free resident units
+ *   uordblks  bytes in use in blocks up to 1 MiB
+ *   fordblks  the rest of arena: cached in thread and central caches, free
+ *             resident units, and slab space not yet cut into blocks
  *   keepcost  bytes free and resident that malloc_trim would give back */
 #include <malloc.h>
 #include <stdio.h>
@@ -22,19 +28,35 @@
 
 #ifndef HAK_NO_OVERRIDE  /* the standard names only: nothing else calls these */
 
+/* hak_stats_get's figures in glibc's terms (above). */
+typedef struct glibc_terms {
+  size_t arena, in_use, free_blocks, thread_blocks;
+} glibc_terms_t;
+
+static glibc_terms_t glibc_terms(const hak_stats_t *s) {
+  glibc_terms_t g = {.arena = s->committed_bytes - hk_min(s->huge_bytes, s->committed_bytes),
+                     .in_use = s->in_use_bytes - hk_min(s->huge_bytes, s->in_use_bytes)};
+  for (unsigned i = 0; i < s->nclasses; i++) {
+    g.free_blocks += s->classes[i].central_cached;
+    g.thread_blocks += s->classes[i].thread_cached;
+  }
+  g.arena = hk_max(g.arena, g.in_use);  /* figures read one after another: never a negative rest */
+  return g;
+}
+
 HK_EXPORT struct mallinfo2 mallinfo2(void) {
   hak_stats_t s;
   hak_stats_get(&s);
-  size_t free_blocks = 0;
-  for (unsigned i = 0; i < s.nclasses; i++) free_blocks += s.classes[i].central_cached;
+  glibc_terms_t g = glibc_terms(&s);
   return (struct mallinfo2){
-      .arena = s.committed_bytes,
-      .ordblks = free_blocks,
+      .arena = g.arena,
+      .ordblks = g.free_blocks,
+      .smblks = g.thread_blocks,
       .hblks = s.huge_blocks,
       .hblkhd = s.huge_bytes,
       .fsmblks = s.thread_cached_bytes,
-      .uordblks = s.in_use_bytes,
-      .fordblks = s.thread_cached_bytes + s.central_cached_bytes + s.free_resident_bytes,
+      .uordblks = g.in_use,
+      .fordblks = g.arena - g.in_use,
       .keepcost = s.free_resident_bytes,
   };
 }
@@ -49,24 +71,39 @@ HK_EXPORT struct mallinfo mallinfo(void) {
 #undef HK_INT
 }
 
-/* glibc's format, one arena: hakmem's heap as a whole. */
+/* glibc's format, one arena: hakmem's heap but its huge blocks, which are
+ * glibc's mmapped chunks. */
 HK_EXPORT void malloc_stats(void) {
   hak_stats_t s;
   hak_stats_get(&s);
-  hk_message("Arena 0:\nsystem bytes     = %10zu\nin use bytes     = %10zu\n", s.committed_bytes,
-             s.in_use_bytes - s.huge_bytes);
+  glibc_terms_t g = glibc_terms(&s);
+  hk_message("Arena 0:\nsystem bytes     = %10zu\nin use bytes     = %10zu\n", g.arena, g.in_use);
   hk_message("Total (incl. mmap):\nsystem bytes     = %10zu\nin use bytes     = %10zu\n",
-             s.committed_bytes, s.in_use_bytes);
-  size_t peak_blocks, peak_bytes;  /* glibc's mmapped chunks: hakmem's huge blocks */
+             g.arena + s.huge_bytes, g.in_use + s.huge_bytes);
+  size_t peak_blocks, peak_bytes;
   hk_huge_counts(&peak_blocks, &peak_bytes, true);
   hk_message("max mmap regions = %10zu\nmax mmap bytes   = %10zu\n", peak_blocks, peak_bytes);
 }
 
-/* glibc's XML, with hakmem's size classes as its bins. */
+/* glibc's XML, with hakmem's size classes as its bins: the heap's totals,
+ * then the process's, the huge blocks as mmapped chunks. */
+static void info_totals(FILE *f, const hak_stats_t *s, const glibc_terms_t *g) {
+  fprintf(f, "<total type=\"fast\" count=\"%zu\" size=\"%zu\"/>\n", g->thread_blocks, s->thread_cached_bytes);
+  fprintf(f, "<total type=\"rest\" count=\"%zu\" size=\"%zu\"/>\n", g->free_blocks, s->central_cached_bytes);
+}
+
+static void info_system(FILE *f, const hak_stats_t *s, const glibc_terms_t *g) {
+  fprintf(f, "<system type=\"current\" size=\"%zu\"/>\n<system type=\"max\" size=\"%zu\"/>\n", g->arena,
+          s->peak_mapped_bytes);
+  fprintf(f, "<aspace type=\"total\" size=\"%zu\"/>\n<aspace type=\"mprotect\" size=\"%zu\"/>\n",
+          s->mapped_bytes, s->mapped_bytes);
+}
+
 HK_EXPORT int malloc_info(int options, FILE *f) {
   if (options != 0) return EINVAL;  /* glibc's answer (errno untouched), not its manual's -1 */
   hak_stats_t s;
   hak_stats_get(&s);
+  glibc_terms_t g = glibc_terms(&s);
   fprintf(f, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
   for (unsigned i = 0; i < s.nclasses; i++) {
     const hak_class_stats_t *c = &s.classes[i];
@@ -74,16 +111,14 @@ HK_EXPORT int malloc_info(int options, FILE *f) {
       fprintf(f, "  <size from=\"%zu\" to=\"%zu\" total=\"%zu\" count=\"%zu\"/>\n", i ? s.classes[i - 1].block_size + 1 : 1,
               c->block_size, (c->central_cached + c->thread_cached) * c->block_size, c->central_cached + c->thread_cached);
   }
-  fprintf(f, "</sizes>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n<total type=\"rest\" count=\"0\" size=\"%zu\"/>\n",
-          s.thread_cached_bytes + s.central_cached_bytes);
-  fprintf(f, "<system type=\"current\" size=\"%zu\"/>\n<system type=\"max\" size=\"%zu\"/>\n", s.committed_bytes,
-          s.peak_mapped_bytes);
-  fprintf(f, "<aspace type=\"total\" size=\"%zu\"/>\n<aspace type=\"mprotect\" size=\"%zu\"/>\n</heap>\n",
-          s.mapped_bytes, s.mapped_bytes);
-  fprintf(f, "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n<system type=\"current\" size=\"%zu\"/>\n",
-          s.huge_blocks, s.huge_bytes, s.committed_bytes);
-  fprintf(f, "<system type=\"max\" size=\"%zu\"/>\n<aspace type=\"total\" size=\"%zu\"/>\n</malloc>\n",
-          s.peak_mapped_bytes, s.mapped_bytes);
+  fprintf(f, "</sizes>\n");
+  info_totals(f, &s, &g);
+  info_system(f, &s, &g);
+  fprintf(f, "</heap>\n");
+  info_totals(f, &s, &g);
+  fprintf(f, "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n", s.huge_blocks, s.huge_bytes);
+  info_system(f, &s, &g);
+  fprintf(f, "</malloc>\n");
   return 0;
 }
 

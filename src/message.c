@@ -17,6 +17,7 @@ void hk_message(const char *fmt, ...) {
   va_end(ap);
   if (n < 0) return;
   size_t len = hk_min((size_t)n, sizeof buf - 1);
+  if ((size_t)n > len && fmt[strlen(fmt) - 1] == '\n') buf[len - 1] = '\n';  /* cut short: still a line */
   for (size_t off = 0; off < len;) {
     ssize_t w = write(STDERR_FILENO, buf + off, len - off);
     if (w <= 0) break;

@@ -45,8 +45,8 @@ const hk_option_t hk_option_table[] = {
      "lean mode: most free memory (MiB) kept resident; up to 8 times more for a program that takes back at once "
      "what was given back"},
     {"HAKMEM_LARGE_CACHE", FIELD(large_cache), HK_OPT_SIZE, {64 << 20, 32 << 20, 8 << 20}, (size_t)1 << 40, NULL,
-     "bytes of 32 KiB-1 MiB blocks all thread caches together may hold (per thread: 256 KiB, "
-     "growing to 8 MiB, then 16 MiB, as the thread takes many)"},
+     "bytes of 32 KiB-1 MiB blocks all thread caches together may hold, each thread at least 256 KiB "
+     "(a thread starts there and grows to 8 MiB, then 16 MiB, as it takes many)"},
     {"HAKMEM_HUGE_THP", FIELD(huge_thp), HK_OPT_BOOL, {1, 1, 0}, 1, NULL,
      "blocks above 1 MiB live on transparent huge pages where the kernel allows"},
     {"HAKMEM_SS_THP", FIELD(ss_thp), HK_OPT_BOOL, {1, 0, 0}, 1, NULL,
@@ -138,9 +138,11 @@ static size_t read_option(const hk_option_t *o, size_t def, bool *from_env) {
   hk_option_format(o, def, shown, sizeof shown);
   if (o->type == HK_OPT_UINT) snprintf(expected, sizeof expected, "a whole number, at most %zu", o->max);
   if (o->type == HK_OPT_SIZE) snprintf(expected, sizeof expected, "a size, with K, M or G or without, at most %zu", o->max);
-  for (size_t i = 0, len = 0; o->type == HK_OPT_ENUM && o->names[i]; i++)
+  for (size_t i = 0, len = 0; o->type == HK_OPT_ENUM && o->names[i] && len < sizeof expected; i++)
     len += (size_t)snprintf(expected + len, sizeof expected - len, "%s%s", i ? ", " : "one of ", o->names[i]);
-  hk_message("hakmem: ignoring %s=%s (expected %s); using %s\n", o->name, s, expected, shown);
+  /* the value as given, its first 64 bytes: the rest of the line says what was expected */
+  hk_message("hakmem: ignoring %s=%.64s%s (expected %s); using %s\n", o->name, s, strlen(s) > 64 ? "..." : "",
+             expected, shown);
   return def;
 }
 
@@ -172,8 +174,11 @@ void hk_options_print(void) {
     const hk_option_t *o = &hk_option_table[i];
     char value[32];
     hk_option_format(o, *field_of(o), value, sizeof value);
-    bool thp = field_of(o) == &hk_opt.huge_thp || field_of(o) == &hk_opt.ss_thp;
+    size_t *f = field_of(o);
+    bool thp = f == &hk_opt.huge_thp || f == &hk_opt.ss_thp;
+    bool prewarm = f == &hk_opt.prewarm_all || (f >= hk_opt.prewarm && f < hk_opt.prewarm + sizeof hk_opt.prewarm / sizeof *f);
     const char *source = thp && no_huge_pages                            ? "no huge pages from the kernel"
+                         : prewarm && hk_opt.mem_lean && *f && *f != HK_OPT_UNSET ? "ignored: lean mode prewarms nothing"
                          : from_env_mask & (1u << i)                   ? "environment"
                          : o->def[hk_profile] != o->def[HK_PROFILE_SPEED] ? "profile"
                                                                           : "default";

@@ -299,7 +299,8 @@ HK_EXPORT void hak_os_stats(hak_os_stats_t *out) {
   out->madvise_calls = atomic_load_explicit(&n_madvise, memory_order_relaxed);
   out->mremap_calls = atomic_load_explicit(&n_mremap, memory_order_relaxed);
   out->mapped_bytes = atomic_load_explicit(&mapped_bytes, memory_order_relaxed);
-  out->peak_mapped_bytes = atomic_load_explicit(&peak_mapped_bytes, memory_order_relaxed);
+  /* read after the figure it bounds, which may have grown since */
+  out->peak_mapped_bytes = hk_max(atomic_load_explicit(&peak_mapped_bytes, memory_order_relaxed), out->mapped_bytes);
 }
 
 size_t hk_os_page_size(void) {

@@ -14,7 +14,10 @@
 #include <unistd.h>
 #include "internal.h"
 
-static atomic_size_t out_bytes, peak_out_bytes;
+/* Bytes out of the central caches.  Signed: threads report in steps, and
+ * one may give back what another has not reported taking yet. */
+static _Atomic ptrdiff_t out_bytes;
+static atomic_size_t peak_out_bytes;
 
 /* Raises the peak to `now` if it is below; returns the peak. */
 static size_t note_peak(size_t now) {
@@ -27,8 +30,8 @@ static size_t note_peak(size_t now) {
 
 /* Bytes out of the central caches: in use plus in thread caches. */
 void hk_stats_out(ptrdiff_t bytes) {
-  size_t now = atomic_fetch_add_explicit(&out_bytes, (size_t)bytes, memory_order_relaxed) + (size_t)bytes;
-  if (bytes > 0) note_peak(now);
+  ptrdiff_t now = atomic_fetch_add_explicit(&out_bytes, bytes, memory_order_relaxed) + bytes;
+  if (bytes > 0 && now > 0) note_peak((size_t)now);
 }
 
 /* The process's resident set, read with raw system calls. */
@@ -168,15 +171,19 @@ HK_EXPORT void hak_stats_json(hk_out_t out, void *arg) {
 }
 
 /* The front metrics as CSV, one row per size class. */
-static void front_csv(const char *who, const hak_stats_t *s) {
+/* The CSV of front metrics; empty where a figure is not known: hits but in
+ * the observe build, slabs_carved in a thread's rows (slabs are the
+ * process's, not a thread's). */
+static void front_csv(const char *who, const hak_stats_t *s, bool process) {
   hk_message("# hakmem front metrics, %s (%s)\n", who, hak_version_string());
   hk_message("class,block_size,hits,misses,overflows,moved,parked_hits,slabs_carved,from_other_threads\n");
   for (unsigned i = 0; i < s->nclasses; i++) {
     const hak_class_stats_t *c = &s->classes[i];
-    char hits[24] = "";
+    char hits[24] = "", slabs[24] = "";
     if (HAK_OBSERVE) snprintf(hits, sizeof hits, "%llu", c->hits);
-    hk_message("%u,%zu,%s,%llu,%llu,%llu,%llu,%llu,%llu\n", i + 1, c->block_size, hits, c->misses, c->overflows,
-               c->moved, c->parked_hits, c->slabs_made, c->from_other_threads);
+    if (process) snprintf(slabs, sizeof slabs, "%llu", c->slabs_made);
+    hk_message("%u,%zu,%s,%llu,%llu,%llu,%llu,%s,%llu\n", i + 1, c->block_size, hits, c->misses, c->overflows,
+               c->moved, c->parked_hits, slabs, c->from_other_threads);
   }
 }
 
@@ -204,7 +211,7 @@ void hk_front_print(const char *who, const hk_front_t *front) {
     front_into(cs, &front[c]);
   }
   snprintf(name, sizeof name, "%s %ld", who, (long)gettid());
-  front_csv(name, &s);
+  front_csv(name, &s, false);
   pthread_mutex_unlock(&front_print_lock);
 }
 
@@ -221,6 +228,6 @@ void hk_stats_at_exit(void) {
   if (hk_opt.front_metrics || hk_opt.front_dump) {
     static hak_stats_t s;
     hak_stats_get(&s);
-    front_csv("process", &s);
+    front_csv("process", &s, true);
   }
 }

@@ -28,25 +28,31 @@ static hk_arena_t arenas[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD_
 static atomic_uint next_arena;
 static atomic_size_t used_units;  /* units given to slabs, in all arenas */
 static atomic_uint superslabs_mapped;  /* ever, in all arenas */
-static unsigned narenas = 1;  /* arenas new threads are given: one per CPU the process may run on, up to HK_ARENAS */
-static unsigned arenas_used = 1;  /* arenas that may hold memory: the most narenas has been (mallopt lowers it) */
+/* Read without a lock (mallopt may change them while threads run): an
+ * arena is counted as used before a thread is given it. */
+static unsigned narenas = 1;  /* arenas new threads are given: one per CPU the process may run on, up to HK_ARENAS (mallopt sets it) */
+static unsigned arenas_used = 1;  /* arenas that may hold memory: the most narenas has been */
+static unsigned used_arenas(void) { return __atomic_load_n(&arenas_used, __ATOMIC_ACQUIRE); }
 
 /* More arenas than CPUs would not lessen contention, only spread free
  * memory over more places where other threads cannot reuse it. */
 void hk_arenas_init(unsigned cpus) {
-  narenas = hk_max(hk_min(cpus, HK_ARENAS), 1u);
-  arenas_used = hk_max(arenas_used, narenas);
+  unsigned n = hk_max(hk_min(cpus, HK_ARENAS), 1u);
+  for (unsigned used = used_arenas(); used < n &&
+       !__atomic_compare_exchange_n(&arenas_used, &used, n, true, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE);) {
+  }
+  __atomic_store_n(&narenas, n, __ATOMIC_RELEASE);
 }
 
 unsigned hk_arena_assign(void) {
-  return atomic_fetch_add_explicit(&next_arena, 1, memory_order_relaxed) % narenas;
+  return atomic_fetch_add_explicit(&next_arena, 1, memory_order_relaxed) % __atomic_load_n(&narenas, __ATOMIC_ACQUIRE);
 }
 
 static uint64_t resident_free(const hk_superslab_t *ss) { return ss->dirty | ss->dirty_old; }
 
 size_t hk_superslab_resident(void) {
   size_t bytes = 0;
-  for (unsigned i = 0; i < arenas_used; i++) bytes += __atomic_load_n(&arenas[i].resident, __ATOMIC_RELAXED);
+  for (unsigned i = 0, n = used_arenas(); i < n; i++) bytes += __atomic_load_n(&arenas[i].resident, __ATOMIC_RELAXED);
   return bytes;
 }
 
@@ -240,8 +246,8 @@ hk_slab_t *hk_slab_new(unsigned cls, bool *zero) {
   hk_superslab_t *ss = take_units(a, ci->units, &unit, false, zero);
   pthread_mutex_unlock(&a->lock);
   /* Before the process grows: free units of the other arenas. */
-  for (unsigned i = 1; !ss && i < arenas_used; i++) {
-    hk_arena_t *other = &arenas[(hk_tc.arena + i) % arenas_used];
+  for (unsigned i = 1, n = used_arenas(); !ss && i < n; i++) {
+    hk_arena_t *other = &arenas[(hk_tc.arena + i) % n];
     pthread_mutex_lock(&other->lock);
     ss = take_units(other, ci->units, &unit, false, zero);
     pthread_mutex_unlock(&other->lock);

@@ -160,6 +160,34 @@ static void glibc_malloc_extras(void) {
   free(p);
 }
 
+/* mallinfo2's fields add up as glibc's do: a block above 1 MiB (glibc's
+ * mmapped chunk) counted in hblkhd and not again in uordblks; arena is
+ * what is in use plus what is free of it.  malloc_info gives the process's
+ * totals after its heap's, as glibc does. */
+static void mallinfo_sums(void) {
+  size_t big = 100 * MiB;
+  char *p = malloc(big);
+  CHECK(p != NULL);
+  memset(p, 1, 4096);
+  struct mallinfo2 m = mallinfo2();
+  printf("  arena %zu, uordblks %zu, fordblks %zu, hblks %zu, hblkhd %zu\n", m.arena, m.uordblks, m.fordblks,
+         m.hblks, m.hblkhd);
+  CHECK(m.hblks >= 1 && m.hblkhd >= big);
+  CHECK_MSG(m.uordblks < big, "the big block counted twice: uordblks %zu, hblkhd %zu", m.uordblks, m.hblkhd);
+  CHECK_EQ(m.arena, m.uordblks + m.fordblks);
+  char *buf;
+  size_t len;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(f && malloc_info(0, f) == 0);
+  fclose(f);
+  const char *after_heap = strstr(buf, "</heap>");
+  CHECK(after_heap != NULL);
+  CHECK(strstr(after_heap, "<total type=\"fast\"") && strstr(after_heap, "<total type=\"rest\"") &&
+        strstr(after_heap, "<total type=\"mmap\"") && strstr(after_heap, "<aspace type=\"mprotect\""));
+  free(buf);
+  free(p);
+}
+
 int main(void) {
   test_init();
   RUN(strings);
@@ -167,5 +195,6 @@ int main(void) {
   RUN(files);
   RUN(library_state);
   RUN(glibc_malloc_extras);
+  RUN(mallinfo_sums);
   return 0;
 }

@@ -75,6 +75,14 @@ static void a_variable_beats_its_profile(void) {
   expect(res.err, &lean, "profile");
 }
 
+/* Lean mode prewarms nothing: the dump says so of a prewarm set all the same. */
+static void lean_ignores_prewarm(void) {
+  child_result_t res;
+  const char *env[] = {"HAKMEM_PROFILE=lean", "HAKMEM_TINY_PREWARM_C2=8", "HAKMEM_VERBOSE=1", NULL};
+  run_with(env, &res);
+  CHECK_MSG(strstr(res.err, "HAKMEM_TINY_PREWARM_C2=8 (ignored: lean mode prewarms nothing)"), "%s", res.err);
+}
+
 static void unknown_profile_runs_as_speed(void) {
   child_result_t res;
   const char *env[] = {"HAKMEM_VERBOSE=1", "HAKMEM_PROFILE=turbo", NULL};
@@ -141,6 +149,15 @@ static void every_bad_value_is_reported(void) {
   const char *trailing_space[] = {"HAKMEM_LARGE_CACHE=1 ", NULL};
   run_with(trailing_space, &res);
   CHECK_MSG(strstr(res.err, "hakmem: ignoring HAKMEM_LARGE_CACHE=1 ") != NULL, "%s", res.err);
+  /* a long value: its start shown, and the rest of the line still says what was expected */
+  static char long_value[700] = "HAKMEM_PURGE_DELAY_MS=";
+  memset(long_value + strlen(long_value), '9', 600);
+  const char *too_long[] = {long_value, "HAKMEM_VERBOSE=1", NULL};
+  run_with(too_long, &res);
+  const char *msg = strstr(res.err, "hakmem: ignoring HAKMEM_PURGE_DELAY_MS=9999");
+  CHECK_MSG(msg != NULL, "%s", res.err);
+  CHECK_MSG(strstr(msg, "...") && strstr(msg, "(expected a whole number, at most 3600000); using 1000\nhakmem: "),
+            "%s", res.err);
 }
 
 int main(int argc, char **argv) {
@@ -153,6 +170,7 @@ int main(int argc, char **argv) {
   RUN(profiles_set_their_options);
   RUN(a_variable_beats_its_profile);
   RUN(unknown_profile_runs_as_speed);
+  RUN(lean_ignores_prewarm);
   RUN(spellings);
   RUN(every_bad_value_is_reported);
   return 0;
