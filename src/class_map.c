@@ -46,8 +46,9 @@ static bool page_writable(size_t i) {
   return atomic_load_explicit(&map_writable[i / 64], memory_order_acquire) >> i % 64 & 1;
 }
 
-/* Makes the pages of map entries [u, u + units) writable. */
-static void map_make_writable(uintptr_t u, size_t units) {
+/* Makes the pages of map entries [u, u + units) writable; false if the
+ * kernel refuses (out of memory). */
+static bool map_make_writable(uintptr_t u, size_t units) {
   size_t page = hk_os_page_size();
   uintptr_t first = (uintptr_t)&hk_fast.map[u] & ~(page - 1), last = (uintptr_t)&hk_fast.map[u + units - 1];
   for (uintptr_t at = first; at <= last; at += page) {
@@ -57,12 +58,16 @@ static void map_make_writable(uintptr_t u, size_t units) {
     /* out of kernel memory areas (each page made writable splits the
      * mapping): all of the map writable then, one area again */
     if (!page_writable(i) && !hk_os_protect_as((void *)at, page, PROT_READ | PROT_WRITE)) {
-      if (!hk_os_protect_as(reserved, reserved_map_bytes, PROT_READ | PROT_WRITE)) hk_fatal("class map: cannot make it writable", (void *)at);
+      if (!hk_os_protect_as(reserved, reserved_map_bytes, PROT_READ | PROT_WRITE)) {
+        pthread_mutex_unlock(&protect_lock);
+        return false;
+      }
       for (size_t w = 0; w < HK_MAP_WRITABLE_WORDS; w++) atomic_store_explicit(&map_writable[w], ~0ull, memory_order_release);
     }
     atomic_fetch_or_explicit(&map_writable[i / 64], 1ull << i % 64, memory_order_release);
     pthread_mutex_unlock(&protect_lock);
   }
+  return true;
 }
 
 /* Sets the map's pages that were never written to `prot` (PROT_NONE or
@@ -171,16 +176,19 @@ void hk_class_map_init(void) {
   }
 }
 
-/* Whether [start, start + size) lies below the ceiling; memory hakmem
- * cannot record is refused (the allocation fails with ENOMEM). */
+/* Whether the map can record [start, start + size): below the ceiling, and
+ * its entries' pages writable (made so now, where they can fail: the
+ * allocation then fails with ENOMEM, and no later hk_class_map_set in the
+ * range can). */
 bool hk_class_map_reserve(const void *start, size_t size) {
   uintptr_t end = (uintptr_t)start + size;
-  return size && end > (uintptr_t)start && (end - 1) >> HK_UNIT_SHIFT < hk_fast.map_units;
+  return size && end > (uintptr_t)start && (end - 1) >> HK_UNIT_SHIFT < hk_fast.map_units &&
+         map_make_writable((uintptr_t)start >> HK_UNIT_SHIFT, ((end - 1) >> HK_UNIT_SHIFT) - ((uintptr_t)start >> HK_UNIT_SHIFT) + 1);
 }
 
 void hk_class_map_set(const void *start, size_t units, uint8_t value) {
   uintptr_t u = (uintptr_t)start >> HK_UNIT_SHIFT;
-  if (units) map_make_writable(u, units);
+  if (units && !map_make_writable(u, units)) hk_fatal("class map: cannot make it writable (not reserved)", start);
   for (size_t i = 0; i < units; i++) __atomic_store_n(&hk_fast.map[u + i], value, __ATOMIC_RELAXED);
 }
 

@@ -518,17 +518,19 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   size_t n = hk_max(units(size), 1);
   void *p;
   /* Out of address space or memory: what is free and still mapped goes
-   * back (malloc_trim), and one more try. */
+   * back (malloc_trim), and one more try, whatever that gave back: parked
+   * blocks sent home may have emptied slabs. */
   for (int tries = 0; tries < 2; tries++) {
     pthread_mutex_lock(&huge_lock);
     p = fits_region(n, alignment) ? shared_alloc((unsigned)n, alignment, zero, size, NULL)
                                   : jumbo_alloc(size, alignment, zero);
     if (p) break;
     pthread_mutex_unlock(&huge_lock);
-    if (tries || !hk_purge_all()) {
+    if (tries) {
       errno = ENOMEM;
       return NULL;
     }
+    hk_purge_all();
   }
   {
     mark(p, HK_MAP_HUGE);

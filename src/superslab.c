@@ -163,6 +163,10 @@ static void small_ss_densify(hk_superslab_t *ss, unsigned unit, unsigned units) 
  * spares. */
 static hk_superslab_t *superslab_map(hk_arena_t *a) {
   hk_superslab_t *ss = hk_os_space_take(HK_SS_SIZE);
+  if (ss && !hk_class_map_reserve(ss, HK_SS_SIZE)) {
+    hk_os_unmap(ss, HK_SS_SIZE);  /* the slot back to the space */
+    return NULL;
+  }
   if (!ss) {
     pthread_mutex_lock(&spare_lock);
     if (nspare || spares_map()) {

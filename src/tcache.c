@@ -92,7 +92,7 @@ static void *next_free(void *b, unsigned cls) {
 static void *take_large(hk_tcache_t *tc, unsigned cls) {
   bool zero;
   void *p = hk_central_take_large(cls, &zero);
-  if (hk_unlikely(!p) && (!hk_purge_all() || !(p = hk_central_take_large(cls, &zero)))) {
+  if (hk_unlikely(!p) && (hk_purge_all(), !(p = hk_central_take_large(cls, &zero)))) {
     errno = ENOMEM;
     return NULL;
   }
@@ -108,7 +108,7 @@ static void *alloc_uncached(hk_tcache_t *tc, unsigned cls) {
   if (hk_class_is_large(cls)) return take_large(tc, cls);
   void *chain;
   unsigned n = take(tc, cls, 1, &chain);
-  if (hk_unlikely(n == 0) && (!hk_purge_all() || !(n = take(tc, cls, 1, &chain)))) {  /* as tcache_refill */
+  if (hk_unlikely(n == 0) && (hk_purge_all(), !(n = take(tc, cls, 1, &chain)))) {  /* as tcache_refill */
     errno = ENOMEM;
     return NULL;
   }
@@ -141,8 +141,9 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
   unsigned n = take(tc, cls, want, &chain);
   hk_purge_poll();
   /* Out of address space or memory: what is free and still mapped goes
-   * back (malloc_trim), and one more try. */
-  if (hk_unlikely(n == 0) && (!hk_purge_all() || !(n = take(tc, cls, want, &chain)))) {
+   * back (malloc_trim), and one more try, whatever that gave back: parked
+   * blocks sent home may have emptied slabs. */
+  if (hk_unlikely(n == 0) && (hk_purge_all(), !(n = take(tc, cls, want, &chain)))) {
     errno = ENOMEM;
     return NULL;
   }

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/* hakmem only.  When the kernel refuses to make memory writable (mprotect
+ * failing with ENOMEM: the commit limit reached under overcommit 2, say),
+ * malloc fails cleanly, NULL with ENOMEM, where it needs a new page of its
+ * class map for a new stretch of the address space; it does not abort.  The
+ * refusal is made with a seccomp filter, after start-up; skipped where
+ * seccomp filters cannot be installed. */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include "testutil.h"
+
+/* From now on every mprotect fails with ENOMEM. */
+static bool refuse_mprotect(void) {
+  struct sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mprotect, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {.len = sizeof code / sizeof code[0], .filter = code};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
+}
+
+int main(void) {
+  test_init();
+  free(malloc(100));
+  if (!refuse_mprotect()) {
+    printf("  skipped: no seccomp filter here (%s)\n", strerror(errno));
+    return 77;
+  }
+  /* 60000 B blocks, not written: 4 GiB of address space at most, past
+   * many a stretch of 256 MiB that a page of the map records */
+  size_t n = 0;
+  void *p;
+  errno = 0;
+  while (n < 70000 && (p = malloc(60000)) != NULL) n++;
+  printf("  %zu blocks of 60000 B, then %s\n", n, n < 70000 ? strerror(errno) : "the end of the test");
+  CHECK_MSG(n < 70000, "mprotect refused, yet 4 GiB of blocks came");
+  CHECK_EQ(errno, ENOMEM);
+  return 0;
+}
