@@ -8,7 +8,8 @@
  * is given back between one and two purge delays after it was freed, and a
  * unit reused sooner costs neither a system call nor a page fault.  New slabs
  * take resident units first.  Empty SuperSlabs stay mapped; those beyond
- * HAKMEM_WARM_POOL_SIZE per arena are unmapped once their pages are gone.
+ * HAKMEM_WARM_POOL_SIZE per arena are unmapped once their pages are gone
+ * (never under HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF, where no page goes).
  *
  * SuperSlabs are held by HK_ARENAS arenas, each behind its own lock; threads
  * are spread over the arenas, and a slab goes back to the arena of its
