@@ -20,7 +20,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from hakbench import allocators, callgrind, charts, latency, machine, memreturn, report, runner, stats, suite
+from hakbench import (allocators, callgrind, charts, interleaved, latency, machine, memreturn, report, runner,
+                      stats, suite)
 from hakbench.allocators import BASELINE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,14 +68,14 @@ def run_matrix(benches, allocs, opts, tools, progress):
 
     for bench in benches:
         argv = [program(opts.build, bench), *bench.args(opts.size)]
-        timed_argv = runner.pin(argv) if bench.one_thread else argv
+        cpu = runner.pinned_cpu() if bench.one_thread else None
         for i in range(1, opts.runs + 1):
-            # each round starts one allocator further on, so that none
+            # the order changes from round to round, so that no allocator
             # always runs right after the same one (fresh pages cost what the
             # run before left behind)
-            for alloc in allocs[(i - 1) % len(allocs):] + allocs[:(i - 1) % len(allocs)]:
+            for alloc in interleaved.order(allocs, i - 1):
                 progress.step(f"{bench.name} {alloc.name} run {i}/{opts.runs}")
-                r = runner.run(timed_argv, alloc.env(), opts.timeout, rusage="time" in tools)
+                r = runner.run(argv, alloc.env(), opts.timeout, rusage="time" in tools, cpu=cpu)
                 runs.setdefault((bench.name, alloc.name), []).append(r)
                 if not r.ok:
                     failed(bench, alloc, f"run {i}", r)
@@ -110,6 +111,7 @@ def summarize(benches, allocs, opts, runs, os_calls, self_stats):
             rows.append({
                 "bench": bench.name, "allocator": alloc.name,
                 "command": " ".join([bench.program, *bench.args(opts.size)]),
+                "cpu": report.cpu_cell(all_runs[0].cpu),
                 "runs": len(good), "failed": len(all_runs) - len(good),
                 "median_ops_per_sec": ops and ops.median, "mean_ops_per_sec": ops and ops.mean,
                 "cv_pct": ops and ops.cv,
@@ -129,7 +131,7 @@ def summarize(benches, allocs, opts, runs, os_calls, self_stats):
 def raw_rows(runs):
     for (bench, alloc), rs in runs.items():
         for i, r in enumerate(rs, 1):
-            yield {"bench": bench, "allocator": alloc, "run": i, "status": r.status,
+            yield {"bench": bench, "allocator": alloc, "run": i, "status": r.status, "cpu": report.cpu_cell(r.cpu),
                    "ops_per_sec": r.ops_per_sec if r.ok else None,
                    "seconds": r.results[0]["seconds"] if r.ok else None,
                    "wall_s": f"{r.wall:.6f}", "maxrss_kb": r.maxrss_kb, "minflt": r.minflt}
@@ -139,8 +141,11 @@ def method(opts, tools):
     """How the figures of a report were taken, for the report."""
     text = [
         f"{opts.runs} runs of each benchmark under each allocator ({opts.size} sizes), one process at a time, "
-        "the allocators interleaved round-robin, each round starting one allocator further on (A B C, B C A, ...); "
-        "single-threaded benchmarks pinned to one CPU (taskset), the same for all.  "
+        "the allocators interleaved in rounds, each round in another order (the rows of a Williams square, "
+        "A B E C D, B A C E D, ... for five: none always runs right after the same one); "
+        "single-threaded benchmarks pinned to one CPU, the same for all (the `cpu` column of results.csv and "
+        "runs.csv), by the affinity the benchmark is spawned with: no other program runs before it under the "
+        "allocator, where GNU time would count it too.  "
         "Every allocator runs the same binary: hakmem, the peers and "
         "those given by path with LD_PRELOAD, glibc with nothing preloaded.",
         "Throughput is the benchmark's own figure, malloc and free calls per second of its timed loop: "
@@ -181,9 +186,9 @@ def write_report(opts, m):
         chart = memreturn.write(out, results) if drawn else None
         md += "\n" + "\n".join(memreturn.markdown(command, results, chart))
     if m.latencies:
-        command, results = m.latencies
-        chart = latency.write(out, command, results, drawn)
-        md += "\n" + "\n".join(latency.markdown(command, results, chart))
+        args, results = m.latencies
+        chart = latency.write(out, args, results, drawn)
+        md += "\n" + "\n".join(latency.markdown(args, results, chart))
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(md)
     return out
@@ -272,7 +277,7 @@ class Measurement:
     runs: dict  # {(bench, allocator): [Run]}
     failures: list
     returned: tuple | None  # (command, memreturn results) of the memory-return run
-    latencies: tuple | None  # (command, latency results) of the latency run
+    latencies: tuple | None  # (arguments after the workload, latency results) of the latency runs
     out: str = ""  # the report's directory
 
 
@@ -284,7 +289,7 @@ def measure(opts, benches, allocs, tools):
     sampled = suite.LATENCY in benches
     progress = Progress(len(timed) * len(allocs) * (opts.runs + ("strace" in tools))
                         + idle * len(memreturn.contenders(allocs))
-                        + sampled * len(allocs) * min(opts.runs, latency.RUNS))
+                        + sampled * len(latency.WORKLOADS) * len(allocs) * min(opts.runs, latency.RUNS))
     runs, os_calls, self_stats, failures = run_matrix(timed, allocs, opts, tools, progress)
     returned = latencies = None
     if idle:
@@ -294,10 +299,10 @@ def measure(opts, benches, allocs, tools):
         returned = (" ".join(["memory_return", *args]), results)
     if sampled:
         args = suite.LATENCY.args(opts.size)
-        results, failed = latency.run([program(opts.build, suite.LATENCY), *args], allocs, opts.runs, opts.timeout,
+        results, failed = latency.run(program(opts.build, suite.LATENCY), args, allocs, opts.runs, opts.timeout,
                                       progress)
         failures += failed
-        latencies = (" ".join(["latency", *args]), results)
+        latencies = (args, results)
     progress.close()
     m = Measurement(allocs, tools, summarize(timed, allocs, opts, runs, os_calls, self_stats), runs, failures,
                     returned, latencies)
@@ -325,7 +330,7 @@ def main():
     if m.returned:
         print("\n" + "\n".join(memreturn.markdown(*m.returned, None)[4:]))
     if m.latencies:
-        print("\nlatency " + "\n".join(latency.markdown(*m.latencies, None)[2:]))
+        print("\n" + "\n".join(latency.markdown(*m.latencies, None)[2:]))
     print(f"\nreport: {os.path.relpath(m.out, os.getcwd())}/report.md")
     if m.failures:
         print(f"\n{len(m.failures)} failed runs:\n" + "\n".join("  " + f for f in m.failures))

@@ -9,14 +9,25 @@ from .allocators import BASELINE
 from .runner import OS_CALLS
 
 COLUMNS = (
-    "bench", "allocator", "command", "runs", "failed",
+    "bench", "allocator", "command", "cpu", "runs", "failed",
     "median_ops_per_sec", "mean_ops_per_sec", "cv_pct", f"ratio_to_{BASELINE}",
     "median_wall_s", "median_maxrss_kb", "median_minflt",
     *OS_CALLS, "traced_ops", "hakmem_os_stats",
 )
-RUN_COLUMNS = ("bench", "allocator", "run", "status", "ops_per_sec", "seconds",
+RUN_COLUMNS = ("bench", "allocator", "run", "cpu", "status", "ops_per_sec", "seconds",
                "wall_s", "maxrss_kb", "minflt")
 RATIO = f"ratio_to_{BASELINE}"
+UNPINNED = "unpinned"
+
+
+def cpu_cell(cpu):
+    """The `cpu` column: the CPU a run was pinned to, or UNPINNED."""
+    return UNPINNED if cpu is None else cpu
+
+
+def pinning(cell):
+    """How a run ran, from its CPU or cpu cell: "pinned to CPU 1" or "unpinned"."""
+    return UNPINNED if cell in (None, UNPINNED) else f"pinned to CPU {cell}"
 
 
 def si(x):

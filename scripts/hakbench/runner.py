@@ -4,6 +4,7 @@
 stdout and stderr go to files, so a chatty allocator cannot block on a full
 pipe; a run that hangs is killed with its whole process group."""
 
+import contextlib
 import os
 import select
 import signal
@@ -21,6 +22,7 @@ class Run:
     wall: float = 0.0  # seconds, spawn to exit
     maxrss_kb: int | None = None  # measured with rusage=True only
     minflt: int | None = None
+    cpu: int | None = None  # the CPU it was pinned to, None: left to the scheduler
     stderr: str = ""
     stdout: str = ""
 
@@ -58,16 +60,33 @@ def _status(wait_status, timed_out):
     return "ok" if code == 0 else f"exit {code}"
 
 
-def _spawn(argv, env, stdout, stderr, timeout):
-    """Runs argv in a process group of its own, killed after `timeout`
-    seconds.  Returns (status, wall seconds)."""
+@contextlib.contextmanager
+def _on_cpu(cpu):
+    """The calling thread on `cpu` alone (None: left as it is) for the
+    block, its own affinity back after it: a process spawned in the block
+    inherits the CPU from its first instruction on."""
+    if cpu is None:
+        yield
+        return
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, saved)
+
+
+def _spawn(argv, env, stdout, stderr, timeout, cpu=None):
+    """Runs argv in a process group of its own, on `cpu` if given, killed
+    after `timeout` seconds.  Returns (status, wall seconds)."""
     t0 = time.perf_counter()
     try:
-        pid = os.posix_spawnp(
-            argv[0], argv, env,
-            file_actions=[(os.POSIX_SPAWN_DUP2, stdout.fileno(), 1), (os.POSIX_SPAWN_DUP2, stderr.fileno(), 2)],
-            setpgroup=0,
-        )
+        with _on_cpu(cpu):
+            pid = os.posix_spawnp(
+                argv[0], argv, env,
+                file_actions=[(os.POSIX_SPAWN_DUP2, stdout.fileno(), 1), (os.POSIX_SPAWN_DUP2, stderr.fileno(), 2)],
+                setpgroup=0,
+            )
     except OSError as e:
         return f"cannot run {argv[0]}: {e.strerror}", 0.0
     pidfd = os.pidfd_open(pid)
@@ -80,29 +99,33 @@ def _spawn(argv, env, stdout, stderr, timeout):
     return _status(wait_status, timed_out), wall
 
 
-def pin(argv):
-    """argv run on one CPU, the last this process may use, by taskset.  The
-    virtual CPUs of a shared host can run the same program a third faster
-    or slower than each other, and which is the faster changes by the hour
-    (bench/soak with SOAK_CPUS=0,1); a single-threaded run left to the
+def pinned_cpu():
+    """The CPU single-threaded runs are pinned to: the last this process may
+    use.  The virtual CPUs of a shared host can run the same program a third
+    faster or slower than each other, and which is the faster changes by the
+    hour (bench/soak with SOAK_CPUS=0,1); a single-threaded run left to the
     scheduler lands on either, so contenders compared run on the same one."""
-    return ["taskset", "-c", str(max(os.sched_getaffinity(0))), *argv]
+    return max(os.sched_getaffinity(0))
 
 
-def run(argv, env, timeout, rusage=False):
+def run(argv, env, timeout, rusage=False, cpu=None):
     """Runs argv to completion and reads its RESULT lines.  With rusage, under
     GNU time for the peak RSS and page faults of the program alone (wait4 on a
     process spawned from here would count the RSS of this Python process,
-    which the kernel carries over exec)."""
+    which the kernel carries over exec).  With `cpu`, pinned to that CPU by
+    the affinity it is spawned with, not by a program such as taskset in
+    front of it: GNU time's figures take in every program the measured
+    process execs, each under the preloaded allocator."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             tempfile.NamedTemporaryFile(mode="r", suffix=".time") as usage:
         if rusage:
             argv = ["time", "-o", usage.name, "-f", "RUSAGE %M %R", *argv]
-        status, wall = _spawn(argv, env, out, err, timeout)
+        status, wall = _spawn(argv, env, out, err, timeout, cpu)
         out.seek(0)
         err.seek(0)
         text = out.read().decode(errors="replace")
-        r = Run(status, parse_fields(text, "RESULT "), wall, stderr=err.read().decode(errors="replace"), stdout=text)
+        r = Run(status, parse_fields(text, "RESULT "), wall, cpu=cpu, stderr=err.read().decode(errors="replace"),
+                stdout=text)
         for line in usage.read().splitlines():
             if line.startswith("Command terminated by signal"):
                 r.status = signal.Signals(int(line.split()[-1])).name

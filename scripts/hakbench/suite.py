@@ -75,6 +75,8 @@ MEMORY_RETURN = Bench("memory_return", "memory_return", (1024, 5, 100), (256, 2,
 
 # Not a throughput benchmark either: the sampled time of single calls in
 # random_mixed and thread churn, a histogram per allocator (scripts/hakbench/latency.py).
+# make bench runs each workload in a process of its own (its name in place of
+# "all"); bench-smoke runs both in one.
 LATENCY = Bench("latency", "latency", ("all", 10000000, 1), ("all", 2000000, 1), ("all", 20000, 1))
 
 # The runs that are not timed like the others, each with a section of its own.

@@ -1,10 +1,12 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# test-needs: python3 taskset
+# test-needs: python3
 # The bench kit with any allocator: scripts/bench.py runs one given as
 # NAME=PATH under its name and records its file in the report, and refuses
 # a path that is not a preloadable shared object; scripts/compare tells a
-# real difference between two result directories from noise.
+# real difference between two result directories from noise, and warns of a
+# benchmark pinned differently; the rounds' order puts every allocator after
+# every other one.
 # shellcheck source-path=SCRIPTDIR source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 
@@ -63,6 +65,23 @@ python3 "$root/scripts/compare" "$work/old" "$work/nowhere" > /dev/null 2>&1 && 
 grep -q '^warning: every allocator ran faster on tiny_hot' "$work/cmp" || { cat "$work/cmp"; fail "no warning of a machine drift"; }
 grep -q 'every allocator ran .* on random_mixed' "$work/cmp" && { cat "$work/cmp"; fail "a drift warning where glibc stayed the same"; }
 
+# --- scripts/compare: a benchmark pinned to another CPU, or not pinned, on one side ---
+mkdir -p "$work/pin-old" "$work/pin-new"
+pinned() { # pinned CPU_CELL MILLIONS...: runs.csv with the cpu column
+  echo "bench,allocator,run,cpu,status,ops_per_sec,seconds,wall_s,maxrss_kb,minflt"
+  cpu=$1
+  shift
+  runs random_mixed hakmem 2 "$@" | sed "s/^\([^,]*,[^,]*,[^,]*\),/\1,$cpu,/"
+}
+pinned 1 100 101 102 > "$work/pin-old/runs.csv"
+pinned unpinned 100 101 102 > "$work/pin-new/runs.csv"
+python3 "$root/scripts/compare" "$work/pin-old" "$work/pin-new" > "$work/cmp" || { cat "$work/cmp"; fail "compare failed"; }
+grep -q '^warning: random_mixed ran pinned to CPU 1 in OLD, unpinned in NEW$' "$work/cmp" ||
+  { cat "$work/cmp"; fail "no warning for a benchmark pinned in OLD alone"; }
+# results written before the column: nothing said of pinning
+python3 "$root/scripts/compare" "$work/old" "$work/pin-new" > "$work/cmp" || { cat "$work/cmp"; fail "compare failed"; }
+grep -q 'pinned' "$work/cmp" && { cat "$work/cmp"; fail "a pinning warning against runs that do not record it"; }
+
 # --- scripts/ab's difference: taken round by round, a drift of the machine that moves both runs of a
 # round leaves it alone; without rounds (a mean against a mean) the same runs would be all noise ---
 python3 - "$root/scripts" <<'PY' || fail "interleaved.difference"
@@ -75,6 +94,20 @@ assert abs(d - 2.0) < 1e-9 and noise < 1e-9, (d, noise)
 d, noise = interleaved.difference(a, [x * (1.02 if i % 2 else 0.98) for i, x in enumerate(a)])
 assert abs(d) < 1e-9 and 1.0 < noise < 2.0, (d, noise)
 assert interleaved.difference([100.0], [101.0])[1] is None
+# the rounds' order: each allocator first once in n rounds, and right after each other one equally
+# often (over n rounds for an even count, 2n for an odd one), where a rotation keeps every neighbour
+from collections import Counter
+for n in range(1, 8):
+    items = list(range(n))
+    firsts, pairs = Counter(), Counter()
+    for i in range(n if n % 2 == 0 else 2 * n):
+        o = interleaved.order(items, i)
+        assert sorted(o) == items, o
+        firsts[o[0]] += 1
+        pairs.update(zip(o, o[1:]))
+    assert len(firsts) == n and len(set(firsts.values())) == 1, (n, firsts)
+    assert len(pairs) == n * (n - 1) and len(set(pairs.values())) <= 1, (n, pairs)
+assert [interleaved.order("AB", i) for i in range(2)] == [["A", "B"], ["B", "A"]]
 PY
 
 # --- scripts/bench.py with an allocator given by path ---
@@ -103,4 +136,4 @@ refused "cannot be preloaded" "mine=$work/prog"
 refused "name of a built-in allocator" "jemalloc=$HAKMEM_LIB"
 refused "unknown allocator nosuch" "hakmem,nosuch"
 
-echo "compare: faster, same, too few runs, warnings; bench.py ran and described an allocator given by path"
+echo "compare: faster, same, too few runs, warnings (arguments, pinning, drift); rounds in a balanced order; bench.py ran and described an allocator given by path"
