@@ -90,6 +90,15 @@ static inline long rss_kb(void) {
   return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* Gives stdout a buffer in static memory, line by line: the C library would
+ * otherwise malloc one at the first printf, a call to the allocator under
+ * test at a moment a program promises none (memory_return's idle phase,
+ * soak's epochs).  Called before anything is printed. */
+static inline void stdout_static_buffer(void) {
+  static char buf[BUFSIZ];
+  setvbuf(stdout, buf, _IOLBF, sizeof buf);
+}
+
 __attribute__((noinline, cold, noreturn)) static void out_of_memory(size_t size) {
   fprintf(stderr, "malloc(%zu) failed\n", size);
   exit(1);

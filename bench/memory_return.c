@@ -3,8 +3,9 @@
  * and sits idle.  Allocates PEAK MiB of blocks of MIN..MAX bytes
  * (log-uniform), writing each whole, frees them all in a random order, then
  * calls the allocator no more: every INTERVAL ms for SECONDS it samples the
- * resident set (read with raw system calls, so that not even stdio's buffers
- * are allocated).  Prints the RSS at the peak and after freeing, then one
+ * resident set (read with raw system calls, and printed through a stdout
+ * whose buffer is static, so that not even stdio's buffers are allocated).
+ * Prints the RSS at the peak and after freeing, then one
  * `SAMPLE t_ms=... rss_kb=...` line per sample, then the RESULT line: the
  * time the RSS took to fall below 10 % of the peak (or -1) and the last
  * sample.  ops_per_sec is the malloc and free calls per second of the fill
@@ -30,6 +31,7 @@ int main(int argc, char **argv) {
   uint64_t min_size = arg_u64(argc, argv, 5, 16, 1, 1u << 30);
   uint64_t max_size = arg_u64(argc, argv, 6, 32768, min_size, 1u << 30);
   double log_min = log((double)min_size), log_span = log((double)max_size) - log_min;
+  stdout_static_buffer(); /* the first printf comes after the frees */
 
   uint64_t rng = rng_init(seed), target = peak_mib << 20, total = 0;
   size_t cap = 1 << 16, count = 0;

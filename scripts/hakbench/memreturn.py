@@ -41,12 +41,14 @@ def _mib(kb):
 
 
 def _at(samples, t_ms):
-    """RSS (KiB) of the last sample taken at or before t_ms."""
+    """RSS (KiB) of the last sample taken at or before t_ms; None when the
+    run sampled for less than t_ms (a short run's last sample is not its
+    figure at a time it never reached)."""
     kb = None
     for t, rss in samples:
         if t <= t_ms:
             kb = rss
-    return kb
+    return kb if samples and samples[-1][0] >= t_ms else None
 
 
 def markdown(command, results, chart):
@@ -54,7 +56,7 @@ def markdown(command, results, chart):
     marks = (500, 1000, 2000, 5000)
     md = ["## memory_return", "", f"`{command}`", "",
           "Resident set after a peak of small and medium blocks is freed, then with the program idle "
-          "(no allocator call).", ""]
+          "(no allocator call); -: the run was idle for less time than that.", ""]
     if chart:
         md += [f"![RSS over time]({chart})", ""]
     md.append("| allocator | peak MiB | just freed MiB | " + " | ".join(f"{t / 1000:g} s idle MiB" for t in marks)

@@ -108,6 +108,13 @@ for n in range(1, 8):
     assert len(firsts) == n and len(set(firsts.values())) == 1, (n, firsts)
     assert len(pairs) == n * (n - 1) and len(set(pairs.values())) <= 1, (n, pairs)
 assert [interleaved.order("AB", i) for i in range(2)] == [["A", "B"], ["B", "A"]]
+# a memory-return run idle for 2 s has no figure at 5 s (not its last sample's)
+from hakbench import memreturn, runner
+done = runner.Run("ok", [{"below_10pct_ms": "-1"}])
+samples = [(t, 1024) for t in range(100, 2001, 100)]
+table = memreturn.markdown("memory_return 8 2 100", {"x": ({"peak_kb": "2048", "freed_kb": "2048"}, samples, done)},
+                           None)
+assert table[-2] == "| x | 2.0 | 2.0 | 1.0 | 1.0 | 1.0 | - | never |", table[-2]
 PY
 
 # --- scripts/bench.py with an allocator given by path ---
