@@ -17,7 +17,12 @@
  * SOAK_CPUS=a,b,...: every thread runs on CPU a in the first epoch, b in the
  * next, and so on round the list (the line says cpu=), so that two soaks
  * side by side, given the list in two rotations, take turns on each CPU and
- * neither's figures are one CPU's.
+ * neither's figures are one CPU's.  SOAK_START=t: the first epoch starts at
+ * t, a CLOCK_MONOTONIC time in seconds (default: now); two soaks side by
+ * side are given the same, so that they swap CPUs at the same instants.
+ *
+ * Once the workload runs, nothing but the workload calls malloc or free:
+ * stdout's buffer is static, /proc is read with raw system calls.
  *
  * WORKLOAD, with the parameters of `make bench`:
  *   random_mixed  random_mixed 400 slots, 16..1040 B, single thread
@@ -25,11 +30,11 @@
  *   thread_churn  thread_churn 4 threads a round, 100000 replacements each,
  *                 1000 live blocks, up to 2 MiB; rounds until the end */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <dlfcn.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 
 #include "../include/hakmem.h"
 #include "workload.h"
@@ -128,19 +133,47 @@ static void cpus_init(void) {
   }
 }
 
+/* An entry of /proc/self/task as getdents64 returns it (linux_dirent64). */
+struct task_entry {
+  uint64_t ino;
+  int64_t off;
+  unsigned short reclen;
+  unsigned char type;
+  char name[];
+};
+
 /* Puts every thread of the process on one CPU; threads started later take
- * their creator's.  Returns the CPU, or -1 without SOAK_CPUS. */
+ * their creator's.  Returns the CPU, or -1 without SOAK_CPUS.  The threads
+ * are listed with getdents64 into a static buffer, not opendir, which
+ * would malloc a buffer at every epoch. */
 static int pin_all(uint64_t epoch_index) {
+  static _Alignas(8) char buf[4096];
   if (!ncpus) return -1;
   int cpu = cpus[epoch_index % (uint64_t)ncpus];
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  DIR *d = opendir("/proc/self/task");
-  for (struct dirent *e; d && (e = readdir(d));)
-    if (e->d_name[0] != '.') sched_setaffinity((pid_t)atoi(e->d_name), sizeof set, &set);
-  if (d) closedir(d);
+  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY);
+  for (long n; fd >= 0 && (n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0;)
+    for (long off = 0; off < n; off += ((struct task_entry *)(buf + off))->reclen) {
+      const char *name = ((struct task_entry *)(buf + off))->name;
+      if (name[0] != '.') sched_setaffinity((pid_t)atoi(name), sizeof set, &set);
+    }
+  if (fd >= 0) close(fd);
   return cpu;
+}
+
+/* SOAK_START, or now without it: when the first epoch starts. */
+static double start_time(void) {
+  const char *text = getenv("SOAK_START");
+  if (!text) return now_sec();
+  char *end;
+  double t = strtod(text, &end);
+  if (end == text || *end || !(t > 0)) {
+    fprintf(stderr, "soak: bad SOAK_START\n");
+    exit(2);
+  }
+  return t;
 }
 
 static void sleep_until(double t) {
@@ -159,6 +192,7 @@ int main(int argc, char **argv) {
   double epoch = arg_double(argc, argv, 3, 1, duration);
   seed = arg_u64(argc, argv, 4, 1, 0, UINT64_MAX);
   uint64_t epochs = (uint64_t)(duration / epoch + 1e-9);
+  stdout_static_buffer();
 
   /* hakmem's own count of its system calls, when hakmem is the allocator */
   void (*os_stats)(hak_os_stats_t *) = (void (*)(hak_os_stats_t *))dlsym(RTLD_DEFAULT, "hak_os_stats");
@@ -174,9 +208,13 @@ int main(int argc, char **argv) {
   snprintf(warm, sizeof warm, "%.3f %.0f %llu %ld %ld", now_sec(), 1.0, 1ull, rss_kb(), mappings());
 
   cpus_init();
+  /* Soaks side by side end their epochs together: on clocks of their own,
+   * the one started later would share the CPU the other has just moved to
+   * until its own epoch ended. */
+  double t0 = start_time(), t_before = t0;
+  sleep_until(t0);
   int cpu = pin_all(0);
   w->start();
-  double t0 = now_sec(), t_before = t0;
   uint64_t ops_before = 0;
   for (uint64_t n = 1; n <= epochs; n++) {
     sleep_until(t0 + (double)n * epoch);

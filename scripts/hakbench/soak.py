@@ -6,14 +6,16 @@ spread of the time per call from epoch to epoch, and the system calls that
 go on after the start.
 
 Allocators run two at a time, side by side, each on a CPU of its own,
-and they swap CPUs at every epoch (SOAK_CPUS, bench/soak.c): the CPUs of a
-virtual machine can differ by a third in speed and drift apart during a
-run, and each soak takes half its epochs on each, so that whatever else the
+and they swap CPUs at every epoch, together (SOAK_CPUS and SOAK_START,
+bench/soak.c): the CPUs of a virtual machine can differ by a third in speed
+and drift apart during a run, and each soak takes half its epochs on each
+(an even count of epochs: see even_duration), so that whatever else the
 machine does hits both alike.  More than two run in pairs, one pair after
-the other (an odd one out runs alone).  A machine with one CPU runs them one
-at a time."""
+the other (an odd one out runs alone, taking turns on the two CPUs all the
+same).  A machine with one CPU runs them one at a time."""
 
 import csv
+import math
 import os
 import threading
 import time
@@ -25,10 +27,11 @@ WORKLOADS = ("random_mixed", "larson", "thread_churn")
 CSV_COLUMNS = ("allocator", "cpu", "epoch", "t_s", "ops", "ops_per_sec", "ns_per_op", "rss_kb", "minflt", "maps",
                "mmap", "munmap", "madvise", "mremap", "mapped_kb")
 OS_CALLS = ("mmap", "munmap", "madvise", "mremap")  # counted by hakmem itself (hak_os_stats)
-SUMMARY_COLUMNS = ("allocator", "epochs", "mean_ops_per_sec", "cv_pct", "drift_pct", "rss_first_kb", "rss_last_kb",
-                   "rss_peak_kb", "rss_drift_pct", "ns_per_op_p50", "ns_per_op_p90", "ns_per_op_p99",
-                   "ns_per_op_p999", "minflt_after_first", "maps_first", "maps_last", "os_calls_after_first")
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
+NS_COLUMNS = (*(f"ns_per_op_{label}" for label, _ in PERCENTILES), "ns_per_op_max")
+SUMMARY_COLUMNS = ("allocator", "epochs", "mean_ops_per_sec", "cv_pct", "drift_pct", "rss_first_kb", "rss_last_kb",
+                   "rss_peak_kb", "rss_drift_pct", *NS_COLUMNS, "minflt_after_first", "maps_first", "maps_last",
+                   "os_calls_after_first")
 
 # What a soak of hakmem beside mimalloc is held to: the resident set grows
 # by 1 % at most from the first fifth of the run to the last, the
@@ -36,6 +39,9 @@ PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
 # than the baseline's in the same run.
 RSS_DRIFT_MAX = 1.0
 DRIFT_MAX = 2.0
+# Seconds between starting a pair's processes and their first epoch, which
+# both start at the same instant: enough for either to be loaded and set up.
+START_LEAD = 0.5
 
 
 def groups(allocs, cpus):
@@ -45,23 +51,31 @@ def groups(allocs, cpus):
     return [allocs[i:i + width] for i in range(0, len(allocs), width)]
 
 
+def even_duration(duration, epoch):
+    """`duration`, an epoch longer if it holds an odd count of epochs: a
+    soak that takes turns on two CPUs then spends as many epochs on each."""
+    epochs = int(duration / epoch + 1e-9)  # as bench/soak counts them
+    return duration + epoch if epochs % 2 else duration
+
+
 def run(program, allocs, workload, duration, epoch, say):
     """Runs `program workload duration epoch` under each allocator, pairs
-    side by side, taking turns on the pair's CPUs.  Returns {allocator name:
-    Run}, in the order given."""
-    cpus = sorted(os.sched_getaffinity(0))
+    side by side, taking turns on two CPUs, the pair's first epoch at the
+    same instant.  Returns {allocator name: Run}, in the order given."""
+    cpus = sorted(os.sched_getaffinity(0))[:2]
     argv = [program, workload, f"{duration:g}", f"{epoch:g}"]
-    timeout = duration + 120
+    timeout = duration + START_LEAD + 120
     results = {}
     for n, group in enumerate(groups(allocs, cpus), 1):
-        mine = cpus[:len(group)]
-        side = " beside ".join(f"{a.name} (CPUs {','.join(map(str, mine[k:] + mine[:k]))})" for k, a in enumerate(group))
-        until = time.strftime("%H:%M:%S", time.localtime(time.time() + duration))
+        turns = [",".join(map(str, cpus[k:] + cpus[:k])) for k in range(len(group))]
+        side = " beside ".join(f"{a.name} (CPUs {t})" for a, t in zip(group, turns))
+        until = time.strftime("%H:%M:%S", time.localtime(time.time() + START_LEAD + duration))
         say(f"soak {n}/{len(groups(allocs, cpus))}: {side}, {workload} for {duration:g} s, until about {until}")
+        start = f"{time.monotonic() + START_LEAD:.6f}"  # CLOCK_MONOTONIC, bench/soak's clock
         threads = []
-        for k, a in enumerate(group):
-            def one(a=a, turns=",".join(map(str, mine[k:] + mine[:k]))):
-                results[a.name] = runner.run(argv, a.env(SOAK_CPUS=turns), timeout)
+        for a, t in zip(group, turns):
+            def one(a=a, t=t):
+                results[a.name] = runner.run(argv, a.env(SOAK_CPUS=t, SOAK_START=start), timeout)
             threads.append(threading.Thread(target=one))
         for t in threads:
             t.start()
@@ -95,6 +109,13 @@ def _drift(values):
     return 100.0 * (last - first) / first if first else None
 
 
+def _percentile(values, q):
+    """The value at quantile q of `values` (nearest rank), or None where
+    they are too few (under 1 / (1 - q)) for its rank to be below the top:
+    with 60 epochs, p99 and p99.9 would both be the maximum."""
+    return stats.percentile(values, q) if math.ceil(q * len(values)) < len(values) else None
+
+
 def analyze(rows):
     """One summary (a dict of SUMMARY_COLUMNS) per allocator, in order."""
     out = []
@@ -109,7 +130,7 @@ def analyze(rows):
             "allocator": name, "epochs": len(epochs), "mean_ops_per_sec": s.mean, "cv_pct": s.cv,
             "drift_pct": _drift(ops), "rss_first_kb": rss[0], "rss_last_kb": rss[-1], "rss_peak_kb": max(rss),
             "rss_drift_pct": _drift(rss),
-            **{f"ns_per_op_{label}": stats.percentile(ns, q) for label, q in PERCENTILES},
+            **{f"ns_per_op_{label}": _percentile(ns, q) for label, q in PERCENTILES}, "ns_per_op_max": max(ns),
             "minflt_after_first": sum(float(e["minflt"]) for e in epochs[1:]),
             "maps_first": epochs[0]["maps"], "maps_last": epochs[-1]["maps"],
             "os_calls_after_first": sum(float(e[c]) for e in counted for c in OS_CALLS) if counted else None,
@@ -138,14 +159,14 @@ def targets(summaries):
 def tables(summaries):
     """Markdown: the summary table, then the criteria met."""
     md = ["| allocator | epochs | mean M ops/s | CV % | drift % | RSS first MiB | last | peak | RSS drift % | "
-          "ns/op p50 | p90 | p99 | p99.9 | page faults after epoch 1 | mappings first → last | "
+          "ns/op p50 | p90 | p99 | p99.9 | max | page faults after epoch 1 | mappings first → last | "
           "hakmem's OS calls after epoch 1 |",
-          "|---|" + "---:|" * 15]
+          "|---|" + "---:|" * 16]
     for s in summaries:
         md.append(" | ".join([
             f"| {s['allocator']}", str(s["epochs"]), _f(s["mean_ops_per_sec"] / 1e6, ".2f"), _f(s["cv_pct"], ".2f"),
             _f(s["drift_pct"], "+.2f"), _mib(s["rss_first_kb"]), _mib(s["rss_last_kb"]), _mib(s["rss_peak_kb"]),
-            _f(s["rss_drift_pct"], "+.2f"), *(_f(s[f"ns_per_op_{label}"], ".2f") for label, _ in PERCENTILES),
+            _f(s["rss_drift_pct"], "+.2f"), *(_f(s[c], ".2f") for c in NS_COLUMNS),
             _f(s["minflt_after_first"], ".0f"), f"{_f(s['maps_first'], '.0f')} → {_f(s['maps_last'], '.0f')}",
             _f(s["os_calls_after_first"], ".0f")]) + " |")
     mark = {True: "yes", False: "**no**", None: "-"}
@@ -167,12 +188,14 @@ def chart(path, rows):
 
 
 HOW = ("Each allocator ran bench/soak, one process for the whole run, the workload's state kept from one epoch "
-       "to the next; two at a time side by side, each on a CPU of its own, the two swapping CPUs at every epoch.  Per epoch: malloc and free "
+       "to the next; two at a time side by side, each on a CPU of its own, the two swapping CPUs at the end of every "
+       "epoch, together, for as many epochs on each CPU.  Per epoch: malloc and free "
        "calls per second, and wall time per call (ns/op: the epoch's time divided by its calls, all threads); "
        "the resident set at the epoch's end; page faults and, under hakmem only, hakmem's own count of its "
        "mmap, munmap, madvise and mremap calls (hak_os_stats) in the epoch; the process's mappings.  "
        "Drift: the mean of the last fifth of the epochs against the mean of the first fifth.  CV: of the "
-       "epochs' throughput.  ns/op percentiles: over the epochs (nearest rank), a proxy for tail latency.")
+       "epochs' throughput.  ns/op percentiles: over the epochs (nearest rank), a proxy for tail latency; "
+       "- where the epochs are too few for one to be below the maximum (100 for p99, 1000 for p99.9).")
 
 
 def write(out, command, results, machine_info, drawn):
