@@ -38,7 +38,7 @@ SCORECARD_OPTS = --build $(BUILD) \
   $(if $(RUNS),--runs $(RUNS)) \
   $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
-.PHONY: bench-programs bench-smoke bench-callgrind bench-threads ab soak scorecard
+.PHONY: bench-programs bench-python bench-smoke bench-callgrind bench-threads ab soak scorecard
 
 bench-programs: $(BENCH_BINS)
 
@@ -46,31 +46,34 @@ $(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench.h bench/workload.h includ
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ -lm
 
-# bench.py installs the peers and tools it needs; python3 itself, when
-# missing, is installed here as test/deps.sh does (as root, with apt-get,
-# unless HAKMEM_NO_APT=1).
-bench: lib bench-programs
+# The scripts install the peers and tools they need (GNU time, gnuplot,
+# strace, valgrind); python3 itself, when missing, is installed here, before
+# any of them runs, as test/deps.sh does (as root, with apt-get, unless
+# HAKMEM_NO_APT=1).
+bench-python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || [ "$${HAKMEM_NO_APT:-0}" = 1 ] || [ "$$(id -u)" != 0 ] || \
 	  ! command -v apt-get >/dev/null 2>&1 || { echo "bench: installing python3"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 >/dev/null; } || \
 	  echo "bench: apt-get could not install python3"
+
+bench: lib bench-programs bench-python
 	$(PYTHON) scripts/bench.py $(BENCH_OPTS)
 
-bench-smoke: lib bench-programs
+bench-smoke: lib bench-programs bench-python
 	$(PYTHON) scripts/bench.py --smoke --build $(BUILD)
 
-bench-callgrind: lib bench-programs
+bench-callgrind: lib bench-programs bench-python
 	$(PYTHON) scripts/bench.py --callgrind --build $(BUILD) $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
-bench-threads: lib bench-programs
+bench-threads: lib bench-programs bench-python
 	$(PYTHON) scripts/many-threads --build $(BUILD) $(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
-ab:
+ab: bench-python
 	$(PYTHON) scripts/ab --build $(BUILD) --refs $(or $(A),main) $(or $(B),HEAD) $(if $(RUNS),--runs $(RUNS))
 
-soak: lib bench-programs
+soak: lib bench-programs bench-python
 	$(PYTHON) scripts/soak $(SOAK_OPTS)
 
-scorecard: lib bench-programs
+scorecard: lib bench-programs bench-python
 	$(PYTHON) scripts/scorecard $(SCORECARD_OPTS)
