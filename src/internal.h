@@ -18,8 +18,9 @@
  *           hk_slab_new -> take_units     a run of units in the arena (superslab.c)
  *             superslab_map -> hk_os_space_take  a slot of the space reserved at start-up,
  *               or spares_map -> hk_os_map_aligned  else a few SuperSlabs mapped at once
- *         hk_central_take_large         large classes: a block not touched (its page fault
- *                                         is the program's), no central cache:
+ *         hk_central_take_large         large classes: a block not touched where its memory
+ *                                         reads as zero (its page faults are the program's),
+ *                                         no central cache:
  *           hk_large_take                 a one-block slab,
  *           hk_huge_take_class            or above 256 KiB a run of units in a huge region
  *         hk_purge_poll                   a tick due? (purge.c) -> hk_central_purge,

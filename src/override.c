@@ -72,7 +72,6 @@ HK_EXPORT void *hak_memalign(size_t alignment, size_t size) {
  * counterpart here. */
 HK_EXPORT int hak_malloc_trim(size_t pad) {
   hk_process_init();
-  hk_tcache_flush(&hk_tc);
   return hk_purge_all();
 }
 

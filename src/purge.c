@@ -205,8 +205,11 @@ void hk_purge_poll_slow(void) {
   }
 }
 
-/* malloc_trim: everything free goes back now.  True if any memory did. */
+/* malloc_trim, and out of memory before one more try: the calling thread's
+ * cache is handed back, and everything free (but what other threads'
+ * caches hold) goes back now.  True if any memory went to the OS. */
 bool hk_purge_all(void) {
+  hk_tcache_flush(&hk_tc);
   pthread_mutex_lock(&tick_lock);
   hk_central_purge(HK_PURGE_ALL);
   size_t bytes = hk_superslab_purge(HK_PURGE_ALL, 0) + hk_huge_purge(HK_PURGE_ALL, 0);
