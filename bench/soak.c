@@ -173,6 +173,10 @@ static double start_time(void) {
     fprintf(stderr, "soak: bad SOAK_START\n");
     exit(2);
   }
+  if (now_sec() > t) {  /* started late: its first epoch would be short, or several empty */
+    fprintf(stderr, "soak: SOAK_START has passed (%.3f s ago)\n", now_sec() - t);
+    exit(2);
+  }
   return t;
 }
 

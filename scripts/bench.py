@@ -150,7 +150,8 @@ def method(opts, tools):
         "those given by path with LD_PRELOAD, glibc with nothing preloaded.",
         "Throughput is the benchmark's own figure, malloc and free calls per second of its timed loop: "
         f"median, mean, coefficient of variation, and the median's ratio to {BASELINE}'s.",
-        "Peak RSS and minor page faults of each run are measured by GNU time (ru_maxrss, ru_minflt), medians."
+        "Peak RSS and minor page faults of each run are measured by GNU time (ru_maxrss, ru_minflt), medians; "
+        "GNU time runs without the allocator, which `env` preloads for the benchmark alone."
         if "time" in tools else "No peak RSS nor page faults: GNU time is not installed.",
         "The syscall counts come from one extra, untimed run under `strace -f -c`, in which hakmem also "
         "counts its own OS calls (HAKMEM_SS_OS_STATS=1)." if "strace" in tools

@@ -9,7 +9,7 @@
 /* What the option accepts: the names, or the range a value must be in. */
 static void print_values(const hk_option_t *o) {
   if (o->type == HK_OPT_BOOL) {
-    printf(" 0, 1 |");
+    printf(" 1/0, on/off, yes/no, true/false |");
   } else if (o->type == HK_OPT_ENUM) {
     for (size_t i = 0; o->names[i]; i++) printf("%s%s", i ? ", " : " ", o->names[i]);
     printf(" |");

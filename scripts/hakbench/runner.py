@@ -115,11 +115,16 @@ def run(argv, env, timeout, rusage=False, cpu=None):
     which the kernel carries over exec).  With `cpu`, pinned to that CPU by
     the affinity it is spawned with, not by a program such as taskset in
     front of it: GNU time's figures take in every program the measured
-    process execs, each under the preloaded allocator."""
+    process execs, each under the preloaded allocator.  GNU time itself runs
+    without the preload, which `env` gives the program alone: its child,
+    until it execs, is a copy of GNU time, whose pages count too, the same
+    for every allocator."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             tempfile.NamedTemporaryFile(mode="r", suffix=".time") as usage:
         if rusage:
-            argv = ["time", "-o", usage.name, "-f", "RUSAGE %M %R", *argv]
+            env = dict(env)
+            preload = ["env", "LD_PRELOAD=" + env.pop("LD_PRELOAD")] if "LD_PRELOAD" in env else []
+            argv = ["time", "-o", usage.name, "-f", "RUSAGE %M %R", *preload, *argv]
         status, wall = _spawn(argv, env, out, err, timeout, cpu)
         out.seek(0)
         err.seek(0)
