@@ -53,6 +53,16 @@ static unsigned take(hk_tcache_t *tc, unsigned cls, unsigned want, void **chain)
   return n;
 }
 
+/* take, and out of address space or memory, what malloc_trim does (it may
+ * free what the first try lacked even where nothing goes back to the OS:
+ * parked blocks sent home empty slabs) and one more try; 0, errno ENOMEM,
+ * if that fails too. */
+static unsigned take_or_trim(hk_tcache_t *tc, unsigned cls, unsigned want, void **chain) {
+  unsigned n = take(tc, cls, want, chain);
+  if (hk_unlikely(n == 0) && (hk_purge_all(), !(n = take(tc, cls, want, chain)))) errno = ENOMEM;
+  return n;
+}
+
 /* Hands a class's whole list to the central cache and sets its room. */
 static void tcache_drain(hk_tcache_t *tc, unsigned cls, int new_room) {
   void *chain = tc->head[cls];
@@ -92,7 +102,7 @@ static void *next_free(void *b, unsigned cls) {
 static void *take_large(hk_tcache_t *tc, unsigned cls) {
   bool zero;
   void *p = hk_central_take_large(cls, &zero);
-  if (hk_unlikely(!p) && (hk_purge_all(), !(p = hk_central_take_large(cls, &zero)))) {
+  if (hk_unlikely(!p) && (hk_purge_all(), !(p = hk_central_take_large(cls, &zero)))) {  /* as take_or_trim */
     errno = ENOMEM;
     return NULL;
   }
@@ -107,11 +117,8 @@ static void *take_large(hk_tcache_t *tc, unsigned cls) {
 static void *alloc_uncached(hk_tcache_t *tc, unsigned cls) {
   if (hk_class_is_large(cls)) return take_large(tc, cls);
   void *chain;
-  unsigned n = take(tc, cls, 1, &chain);
-  if (hk_unlikely(n == 0) && (hk_purge_all(), !(n = take(tc, cls, 1, &chain)))) {  /* as tcache_refill */
-    errno = ENOMEM;
-    return NULL;
-  }
+  unsigned n = take_or_trim(tc, cls, 1, &chain);
+  if (hk_unlikely(n == 0)) return NULL;
   void *p = hand_out(chain, cls);
   if (n > 1) give(tc, cls, hk_next(p), n - 1);
   return p;
@@ -138,15 +145,9 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
   }
   void *chain;
   unsigned want = hk_min(hk_classes[cls].batch, (unsigned)tc->cap[cls] + 1);
-  unsigned n = take(tc, cls, want, &chain);
+  unsigned n = take_or_trim(tc, cls, want, &chain);
   hk_purge_poll();
-  /* Out of address space or memory: what is free and still mapped goes
-   * back (malloc_trim), and one more try, whatever that gave back: parked
-   * blocks sent home may have emptied slabs. */
-  if (hk_unlikely(n == 0) && (hk_purge_all(), !(n = take(tc, cls, want, &chain)))) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  if (hk_unlikely(n == 0)) return NULL;
   void *p = hand_out(chain, cls);
   tc->head[cls] = hk_next(p);
   tc->room[cls] = (int16_t)(tc->room[cls] - (int)(n - 1));
