@@ -396,32 +396,43 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
   return bytes;
 }
 
-/* Lean mode over its target: decommits free units, those freed the longest
- * ago first, until about `want` bytes are given back.  Returns the bytes. */
-static size_t purge_oldest(hk_arena_t *a, size_t want) {
+/* Lean mode over its target: decommits an arena's free units of one age
+ * (`old`: free since before the last tick) until about `want` bytes are
+ * given back.  Returns the bytes. */
+static size_t purge_aged(hk_arena_t *a, bool old, size_t want) {
   size_t bytes = 0;
-  for (int old = 1; old >= 0; old--) {
-    hk_superslab_t *lists[2] = {a->partial, a->empty};
-    for (int l = 0; l < 2; l++) {
-      for (hk_superslab_t *ss = lists[l]; ss && bytes < want; ss = ss->next) {
-        uint64_t *bits = old ? &ss->dirty_old : &ss->dirty;
-        size_t n = decommit_units(ss, *bits);
-        *bits = 0;
-        if (n) hk_resident_add(&a->resident, -(ptrdiff_t)n);
-        bytes += n;
-      }
+  hk_superslab_t *lists[2] = {a->partial, a->empty};
+  for (int l = 0; l < 2; l++) {
+    for (hk_superslab_t *ss = lists[l]; ss && bytes < want; ss = ss->next) {
+      uint64_t *bits = old ? &ss->dirty_old : &ss->dirty;
+      size_t n = decommit_units(ss, *bits);
+      *bits = 0;
+      if (n) hk_resident_add(&a->resident, -(ptrdiff_t)n);
+      bytes += n;
     }
   }
   return bytes;
 }
 
+/* HK_PURGE_DIRTY gives back about `want` bytes: the units free since
+ * before the last tick in every arena first, then the newer ones. */
 size_t hk_superslab_purge(int mode, size_t want) {
   size_t bytes = 0;
   if (hk_opt.decommit == HK_DECOMMIT_OFF) return 0;  /* free memory stays, counted as resident */
-  for (unsigned i = 0; i < HK_ARENAS && (mode != HK_PURGE_DIRTY || bytes < want); i++) {
-    pthread_mutex_lock(&arenas[i].lock);
-    bytes += mode == HK_PURGE_DIRTY ? purge_oldest(&arenas[i], want - bytes) : purge_arena(&arenas[i], mode);
-    pthread_mutex_unlock(&arenas[i].lock);
+  if (mode != HK_PURGE_DIRTY) {
+    for (unsigned i = 0; i < HK_ARENAS; i++) {
+      pthread_mutex_lock(&arenas[i].lock);
+      bytes += purge_arena(&arenas[i], mode);
+      pthread_mutex_unlock(&arenas[i].lock);
+    }
+    return bytes;
+  }
+  for (int old = 1; old >= 0; old--) {
+    for (unsigned i = 0; i < HK_ARENAS && bytes < want; i++) {
+      pthread_mutex_lock(&arenas[i].lock);
+      bytes += purge_aged(&arenas[i], old, want - bytes);
+      pthread_mutex_unlock(&arenas[i].lock);
+    }
   }
   return bytes;
 }

@@ -410,7 +410,7 @@ static inline const char *describe_status(int status) {
 typedef struct self_case {
   const char *name;
   void (*fn)(void);
-  const char *env[4];
+  const char *env[6];  /* NULL-terminated */
 } self_case_t;
 
 static inline int run_self_cases(int argc, char **argv, const self_case_t *cases, size_t n,

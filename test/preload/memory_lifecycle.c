@@ -13,7 +13,8 @@
  * - a process forked while the purger runs works, and gets a purger of its
  *   own when it needs one;
  * - lean mode keeps the free resident memory near its target without waiting,
- *   and raises its cap for a program that keeps taking back what it gave.
+ *   the memory free the longest going back first, and raises its cap for a
+ *   program that keeps taking back what it gave.
  *
  * Cases that need other settings run the program again with them (the
  * options are read at start-up).  While idling, the program reads /proc with
@@ -23,6 +24,8 @@
 #include <dirent.h>
 #include <malloc.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -285,6 +288,51 @@ static void lean_cap_learns(void) {
   CHECK_MSG(last < 10 * PAGES / 8, "%ld page faults in the last 10 rounds", last);
 }
 
+/* Lean mode gives back the memory free the longest first, across arenas: a
+ * thread's blocks freed before a tick (a second's purge delay) go back
+ * before the main thread's, freed after it in another arena (each CPU has
+ * one; threads are spread over them).  The main thread's frees take the
+ * free resident memory over the 16 MiB cap twice; each trim gives back down
+ * to half the cap, 16 MiB in all, enough for the thread's 12 MiB. */
+enum { OLD_BLOCKS = 192, OLD_SIZE = 60 * 1024 };
+static void *old_blocks[OLD_BLOCKS];
+
+static void *free_old_blocks(void *arg) {
+  for (int i = 0; i < OLD_BLOCKS; i++) {
+    old_blocks[i] = malloc(OLD_SIZE);
+    CHECK(old_blocks[i] != NULL);
+    memset(old_blocks[i], 1, OLD_SIZE);
+  }
+  for (int i = 0; i < OLD_BLOCKS; i++) free(old_blocks[i]);
+  return arg;
+}
+
+static void lean_gives_back_oldest_first(void) {
+  cpu_set_t cpus;
+  CHECK(sched_getaffinity(0, sizeof cpus, &cpus) == 0);
+  if (CPU_COUNT(&cpus) < 2) {
+    printf("  one CPU: one arena, nothing to order (skipped)\n");
+    return;
+  }
+  void **mine = fill(OLD_BLOCKS * 2, OLD_SIZE);  /* the main thread's arena */
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, free_old_blocks, NULL) == 0);  /* the next arena */
+  CHECK(pthread_join(t, NULL) == 0);
+  sleep_ms(1100);
+  free(malloc(4 * MiB));  /* a huge block's slow path runs the tick that ages them */
+  release(mine, OLD_BLOCKS * 2);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), resident = 0;
+  unsigned char vec[OLD_SIZE / 4096 + 2];
+  for (int i = 0; i < OLD_BLOCKS; i++) {
+    uintptr_t start = (uintptr_t)old_blocks[i] & ~(page - 1);
+    size_t len = (uintptr_t)old_blocks[i] + OLD_SIZE - start;
+    CHECK(mincore((void *)start, len, vec) == 0);
+    for (size_t p = 0; p < (len + page - 1) / page; p++) resident += vec[p] & 1;
+  }
+  printf("  lean: %zu KiB of the thread's 12 MiB freed before the tick still resident\n", resident * page / 1024);
+  CHECK_MSG(resident * page < MiB, "%zu KiB of the oldest free memory kept", resident * page / 1024);
+}
+
 /* A thread whose only call into the allocator is a free in the last round of
  * key destructors (PTHREAD_DESTRUCTOR_ITERATIONS, 4 in glibc: a destructor
  * that sets its key again is called again, up to that many times), when no
@@ -335,6 +383,8 @@ static const self_case_t cases[] = {
     {"fork_with_purger_running", fork_with_purger_running, {"HAKMEM_PROFILE=balanced"}},
     {"lean_keeps_little", lean_keeps_little, {"HAKMEM_PROFILE=lean"}},
     {"lean_cap_learns", lean_cap_learns, {"HAKMEM_PROFILE=lean"}},
+    {"lean_gives_back_oldest_first", lean_gives_back_oldest_first,
+     {"HAKMEM_PROFILE=lean", "HAKMEM_SS_MEM_LEAN_TARGET_MB=16", "HAKMEM_PURGE_DELAY_MS=1000", "HAKMEM_BACKGROUND_PURGE=0"}},
     {"late_frees_strand_nothing", late_frees_strand_nothing, {NULL}},
 };
 
