@@ -146,11 +146,14 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
   void *chain;
   unsigned want = hk_min(hk_classes[cls].batch, (unsigned)tc->cap[cls] + 1);
   unsigned n = take_or_trim(tc, cls, want, &chain);
+  void *p = n ? hand_out(chain, cls) : NULL;
+  if (p) {
+    tc->head[cls] = hk_next(p);
+    tc->room[cls] = (int16_t)(tc->room[cls] - (int)(n - 1));
+  }
+  /* Only with the list in place: starting the purger thread allocates (the
+   * new thread's TLS), maybe from this class. */
   hk_purge_poll();
-  if (hk_unlikely(n == 0)) return NULL;
-  void *p = hand_out(chain, cls);
-  tc->head[cls] = hk_next(p);
-  tc->room[cls] = (int16_t)(tc->room[cls] - (int)(n - 1));
   return p;
 }
 
