@@ -183,7 +183,7 @@ static void set_count(hk_transfer_t *t, unsigned n) { __atomic_store_n(&t->n, n,
 static bool transfer_pop(unsigned set, unsigned cls, hk_batch_t *b, bool local, bool apart) {
   hk_transfer_t *t = &transfer[set][cls];
   if (__atomic_load_n(&t->n, __ATOMIC_RELAXED) == 0) return false;  /* a hint: checked again under the lock */
-  pthread_mutex_lock(&t->lock);
+  hk_lock(&t->lock);
   bool got = t->n != 0 && (!apart || t->balance > 0 || t->parked > parked_max(cls) / 2);
   if (got && local) t->balance = (int8_t)hk_max(t->balance - HK_BALANCE_TAKE, -HK_BALANCE_LIMIT);
   if (got) {
@@ -193,7 +193,7 @@ static bool transfer_pop(unsigned set, unsigned cls, hk_batch_t *b, bool local, 
     t->parked -= b->count;
   }
   t->active = true;
-  pthread_mutex_unlock(&t->lock);
+  hk_unlock(&t->lock);
   return got;
 }
 
@@ -221,7 +221,7 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
     }
   }
   hk_central_t *c = &central[cls];
-  pthread_mutex_lock(&c->lock);
+  hk_lock(&c->lock);
   c->active = true;
   void *head = HK_END;
   unsigned n = 0;
@@ -243,7 +243,7 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
     if (slab_is_full(s)) hk_list_remove(&c->partial, s);
     else if (!s->free) break;  /* stopped at its page of fresh blocks: enough for now */
   }
-  pthread_mutex_unlock(&c->lock);
+  hk_unlock(&c->lock);
   *chain = head;
   return n;
 }
@@ -334,7 +334,7 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
   /* Each parked block keeps its slab resident: lean mode parks fewer. */
   unsigned set = my_slots();
   hk_transfer_t *t = &transfer[set][cls];
-  pthread_mutex_lock(&t->lock);
+  hk_lock(&t->lock);
   t->active = true;
   bool parked = hk_opt.mem_lean ? t->n < HK_TRANSFER_SLOTS_LEAN
                                 : t->n < HK_TRANSFER_SLOTS && t->parked + count <= parked_max(cls);
@@ -344,16 +344,16 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
     set_count(t, t->n + 1);
     t->parked += count;
   }
-  pthread_mutex_unlock(&t->lock);
+  hk_unlock(&t->lock);
   if (parked) {
     hk_purge_note();  /* parked blocks go home if the class goes idle */
     return true;
   }
   hk_central_t *c = &central[cls];
-  pthread_mutex_lock(&c->lock);
+  hk_lock(&c->lock);
   c->active = true;
   put_chain(c, cls, chain, true);
-  pthread_mutex_unlock(&c->lock);
+  hk_unlock(&c->lock);
   return false;
 }
 
@@ -368,7 +368,7 @@ static bool purge_class(unsigned cls, int mode) {
     hk_transfer_t *t = &transfer[i][cls];
     hk_batch_t out[HK_TRANSFER_SLOTS];
     unsigned n = 0;
-    pthread_mutex_lock(&t->lock);
+    hk_lock(&t->lock);
     if (mode == HK_PURGE_DUE && t->active) {
       t->active = false;
       pending |= t->n != 0;
@@ -378,13 +378,13 @@ static bool purge_class(unsigned cls, int mode) {
       set_count(t, 0);
       t->parked = 0;
     }
-    pthread_mutex_unlock(&t->lock);
+    hk_unlock(&t->lock);
     if (n == 0) continue;
-    pthread_mutex_lock(&c->lock);
+    hk_lock(&c->lock);
     while (n) put_chain(c, cls, out[--n].head, false);
-    pthread_mutex_unlock(&c->lock);
+    hk_unlock(&c->lock);
   }
-  pthread_mutex_lock(&c->lock);
+  hk_lock(&c->lock);
   if (mode == HK_PURGE_DUE && c->active) {
     c->active = false;
     pending |= c->nempty != 0;
@@ -397,7 +397,7 @@ static bool purge_class(unsigned cls, int mode) {
       c->nempty--;
     }
   }
-  pthread_mutex_unlock(&c->lock);
+  hk_unlock(&c->lock);
   return pending;
 }
 
@@ -414,13 +414,13 @@ void hk_central_counts(unsigned cls, hk_class_counts_t *out) {
                                .slabs_made = atomic_load_explicit(&large_counts[cls].slabs_made, memory_order_relaxed)};
     return;
   }
-  pthread_mutex_lock(&central[cls].lock);
+  hk_lock(&central[cls].lock);
   *out = central[cls].counts;
-  pthread_mutex_unlock(&central[cls].lock);
+  hk_unlock(&central[cls].lock);
   for (unsigned i = 0; i < ncpu_slots; i++) {
-    pthread_mutex_lock(&transfer[i][cls].lock);
+    hk_lock(&transfer[i][cls].lock);
     out->parked += transfer[i][cls].parked;
-    pthread_mutex_unlock(&transfer[i][cls].lock);
+    hk_unlock(&transfer[i][cls].lock);
   }
 }
 
@@ -445,7 +445,7 @@ size_t hk_central_check(void) {
   size_t walked = 0;
   for (unsigned cls = 1; cls < HK_FIRST_LARGE_CLASS; cls++) {
     hk_central_t *c = &central[cls];
-    pthread_mutex_lock(&c->lock);
+    hk_lock(&c->lock);
     size_t slab_free = 0;
     unsigned nempty = 0;
     for (const hk_slab_t *s = c->partial; s; s = s->next) {
@@ -453,11 +453,11 @@ size_t hk_central_check(void) {
       nempty += slab_is_empty(s);
     }
     if (slab_free != c->counts.slab_free || nempty != c->nempty) hk_fatal("heap check: class counts", NULL);
-    pthread_mutex_unlock(&c->lock);
+    hk_unlock(&c->lock);
     walked += slab_free;
     for (unsigned i = 0; i < ncpu_slots; i++) {
       hk_transfer_t *t = &transfer[i][cls];
-      pthread_mutex_lock(&t->lock);
+      hk_lock(&t->lock);
       if (t->n > HK_TRANSFER_SLOTS) hk_fatal("heap check: parked batches beyond the slots", NULL);
       size_t parked = 0;
       for (unsigned k = 0; k < t->n; k++) {
@@ -471,7 +471,7 @@ size_t hk_central_check(void) {
         parked += batch->count;
       }
       if (parked != t->parked) hk_fatal("heap check: parked counts", NULL);
-      pthread_mutex_unlock(&t->lock);
+      hk_unlock(&t->lock);
       walked += parked;
     }
   }
@@ -479,19 +479,19 @@ size_t hk_central_check(void) {
 }
 
 void hk_central_fork_lock(void) {
-  for (unsigned c = 1; c <= HK_NCLASS; c++) pthread_mutex_lock(&central[c].lock);
+  for (unsigned c = 1; c <= HK_NCLASS; c++) hk_lock(&central[c].lock);
   for (unsigned i = 0; i < ncpu_slots; i++)
-    for (unsigned c = 0; c < HK_SMALL_CLASSES; c++) pthread_mutex_lock(&transfer[i][c].lock);
+    for (unsigned c = 0; c < HK_SMALL_CLASSES; c++) hk_lock(&transfer[i][c].lock);
 }
 
 void hk_central_fork_unlock(bool child) {
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
     if (child) pthread_mutex_init(&central[c].lock, NULL);
-    else pthread_mutex_unlock(&central[c].lock);
+    else hk_unlock(&central[c].lock);
   }
   for (unsigned i = 0; i < ncpu_slots; i++)
     for (unsigned c = 0; c < HK_SMALL_CLASSES; c++) {
       if (child) pthread_mutex_init(&transfer[i][c].lock, NULL);
-      else pthread_mutex_unlock(&transfer[i][c].lock);
+      else hk_unlock(&transfer[i][c].lock);
     }
 }

@@ -54,18 +54,18 @@ static bool map_make_writable(uintptr_t u, size_t units) {
   for (uintptr_t at = first; at <= last; at += page) {
     size_t i = (at - (uintptr_t)reserved) / 4096;
     if (page_writable(i)) continue;
-    pthread_mutex_lock(&protect_lock);
+    hk_lock(&protect_lock);
     /* out of kernel memory areas (each page made writable splits the
      * mapping): all of the map writable then, one area again */
     if (!page_writable(i) && !hk_os_protect_as((void *)at, page, PROT_READ | PROT_WRITE)) {
       if (!hk_os_protect_as(reserved, reserved_map_bytes, PROT_READ | PROT_WRITE)) {
-        pthread_mutex_unlock(&protect_lock);
+        hk_unlock(&protect_lock);
         return false;
       }
       for (size_t w = 0; w < HK_MAP_WRITABLE_WORDS; w++) atomic_store_explicit(&map_writable[w], ~0ull, memory_order_release);
     }
     atomic_fetch_or_explicit(&map_writable[i / 64], 1ull << i % 64, memory_order_release);
-    pthread_mutex_unlock(&protect_lock);
+    hk_unlock(&protect_lock);
   }
   return true;
 }
@@ -84,14 +84,14 @@ static void protect_unwritten(int prot) {
 
 /* fork: the innermost lock (taken under an arena's or the huge blocks'). */
 void hk_class_map_fork_lock(void) {
-  pthread_mutex_lock(&protect_lock);
+  hk_lock(&protect_lock);
   hk_os_space_lock();
 }
 
 void hk_class_map_fork_unlock(bool child) {
   hk_os_space_unlock(child);
   if (child) pthread_mutex_init(&protect_lock, NULL);
-  else pthread_mutex_unlock(&protect_lock);
+  else hk_unlock(&protect_lock);
 }
 
 /* mlockall: locks and fills every page the process may read, which would
@@ -101,7 +101,7 @@ void hk_class_map_fork_unlock(bool child) {
  * regions, is locked as it asked. */
 int hk_class_map_mlockall(int flags) {
   if (!reserved) return hk_os_mlockall(flags);
-  pthread_mutex_lock(&protect_lock);
+  hk_lock(&protect_lock);
   hk_os_space_lock();
   protect_unwritten(PROT_NONE);
   int result = hk_os_mlockall(flags), error = errno;
@@ -111,7 +111,7 @@ int hk_class_map_mlockall(int flags) {
   if (result == 0 && !(flags & MCL_FUTURE)) hk_os_space_unlock_untaken();
   protect_unwritten(PROT_READ);
   hk_os_space_unlock(false);
-  pthread_mutex_unlock(&protect_lock);
+  hk_unlock(&protect_lock);
   errno = error;
   return result;
 }

@@ -416,7 +416,7 @@ static int first_warm_run(const hk_region_t *r, unsigned n) {
 void *hk_huge_take_class(unsigned cls, bool *zero) {
   unsigned n = (unsigned)units(hk_classes[cls].size);
   void *p = NULL;
-  pthread_mutex_lock(&huge_lock);
+  hk_lock(&huge_lock);
   for (hk_region_t *r = regions; r && !p; r = r->next) {
     int u = first_warm_run(r, n);
     if (u >= 0) p = place(r, (unsigned)u, n, false, 0, zero);
@@ -426,20 +426,20 @@ void *hk_huge_take_class(unsigned cls, bool *zero) {
     mark(p, (uint8_t)cls);
     class_bytes += units_bytes(n);
   }
-  pthread_mutex_unlock(&huge_lock);
+  hk_unlock(&huge_lock);
   return p;
 }
 
 void hk_huge_release_class(unsigned cls, void *chain) {
   unsigned n = (unsigned)units(hk_classes[cls].size);
-  pthread_mutex_lock(&huge_lock);
+  hk_lock(&huge_lock);
   while (chain != HK_END) {
     void *b = chain;
     chain = hk_next(b);
     hk_region_t *r = region_of(b);
     unsigned u = (unsigned)(((uintptr_t)b - (uintptr_t)r) >> HK_UNIT_SHIFT);
     if (hk_unlikely(r->run[u] != n || !(r->used[u / 64] >> (u % 64) & 1))) {
-      pthread_mutex_unlock(&huge_lock);
+      hk_unlock(&huge_lock);
       hk_fatal("free(): invalid pointer", b);
     }
     mark(b, 0);
@@ -447,7 +447,7 @@ void hk_huge_release_class(unsigned cls, void *chain) {
     class_bytes -= units_bytes(n);
     if (region_empty(r)) hk_purge_note();
   }
-  pthread_mutex_unlock(&huge_lock);
+  hk_unlock(&huge_lock);
 }
 
 /* A jumbo region for `size` bytes: one from the cache whose block is at
@@ -521,11 +521,11 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
    * back (malloc_trim), and one more try, whatever that gave back: parked
    * blocks sent home may have emptied slabs. */
   for (int tries = 0; tries < 2; tries++) {
-    pthread_mutex_lock(&huge_lock);
+    hk_lock(&huge_lock);
     p = fits_region(n, alignment) ? shared_alloc((unsigned)n, alignment, zero, size, NULL)
                                   : jumbo_alloc(size, alignment, zero);
     if (p) break;
-    pthread_mutex_unlock(&huge_lock);
+    hk_unlock(&huge_lock);
     if (tries) {
       errno = ENOMEM;
       return NULL;
@@ -540,7 +540,7 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
     note_peaks();
     hk_stats_out((ptrdiff_t)block_bytes(region_of(p), p));
   }
-  pthread_mutex_unlock(&huge_lock);
+  hk_unlock(&huge_lock);
   hk_purge_poll();
   return p;
 }
@@ -566,10 +566,10 @@ static void free_locked(hk_region_t *r, void *p) {
 }
 
 void hk_huge_free(void *p) {
-  pthread_mutex_lock(&huge_lock);
+  hk_lock(&huge_lock);
   hk_region_t *r = lookup(p);
   if (!r) {
-    pthread_mutex_unlock(&huge_lock);
+    hk_unlock(&huge_lock);
     hk_misuse("free", p, HK_MAP_HUGE);
   }
   guard(r, p, false);
@@ -577,15 +577,15 @@ void hk_huge_free(void *p) {
   live_bytes -= block_bytes(r, p);
   hk_stats_out(-(ptrdiff_t)block_bytes(r, p));
   free_locked(r, p);
-  pthread_mutex_unlock(&huge_lock);
+  hk_unlock(&huge_lock);
   hk_purge_poll();
 }
 
 size_t hk_huge_usable_size(const void *p) {
-  pthread_mutex_lock(&huge_lock);
+  hk_lock(&huge_lock);
   hk_region_t *r = lookup(p);
   size_t n = r ? block_bytes(r, p) - HK_GUARD : 0;
-  pthread_mutex_unlock(&huge_lock);
+  hk_unlock(&huge_lock);
   return n;
 }
 
@@ -651,14 +651,14 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
 }
 
 void *hk_huge_realloc(void *p, size_t size) {
-  pthread_mutex_lock(&huge_lock);
+  hk_lock(&huge_lock);
   hk_region_t *r = lookup(p);
   if (!r) {
-    pthread_mutex_unlock(&huge_lock);
+    hk_unlock(&huge_lock);
     hk_misuse("realloc", p, HK_MAP_HUGE);
   }
   if (size > (size_t)PTRDIFF_MAX - HK_REGION_SIZE) {
-    pthread_mutex_unlock(&huge_lock);
+    hk_unlock(&huge_lock);
     errno = ENOMEM;
     return NULL;
   }
@@ -673,7 +673,7 @@ void *hk_huge_realloc(void *p, size_t size) {
     note_peaks();
     hk_stats_out((ptrdiff_t)bytes - (ptrdiff_t)old_bytes);
   }
-  pthread_mutex_unlock(&huge_lock);
+  hk_unlock(&huge_lock);
   if (q) return q;
   /* A copy: out of its shared region, or a jumbo block mremap would not
    * move (the program split its mapping: mlock, mprotect, madvise on part) */
@@ -692,7 +692,7 @@ size_t hk_huge_purge(int mode, size_t want) {
   if (hk_opt.decommit == HK_DECOMMIT_OFF) return 0;  /* free memory stays, counted as resident */
   unsigned empty = 0;  /* the first empty region stays */
   bool pending = false;
-  pthread_mutex_lock(&huge_lock);
+  hk_lock(&huge_lock);
   if (mode == HK_PURGE_DIRTY) {
     for (int old = 1; old >= 0; old--) {
       for (hk_region_t *r = regions; r && bytes < want; r = r->next) {
@@ -706,7 +706,7 @@ size_t hk_huge_purge(int mode, size_t want) {
       }
     }
     bytes = unmap_cached(want, bytes);
-    pthread_mutex_unlock(&huge_lock);
+    hk_unlock(&huge_lock);
     return bytes;
   }
   for (hk_region_t *r = regions, *next; r; r = next) {
@@ -740,28 +740,28 @@ size_t hk_huge_purge(int mode, size_t want) {
       pending = true;
     }
   }
-  pthread_mutex_unlock(&huge_lock);
+  hk_unlock(&huge_lock);
   if (pending) hk_purge_note();
   return bytes;
 }
 
 void hk_huge_counts(size_t *blocks, size_t *bytes, bool peak) {
-  pthread_mutex_lock(&huge_lock);
+  hk_lock(&huge_lock);
   *blocks = peak ? peak_blocks : live_blocks;
   *bytes = peak ? peak_bytes : live_bytes - live_blocks * HK_GUARD;
-  pthread_mutex_unlock(&huge_lock);
+  hk_unlock(&huge_lock);
 }
 
 size_t hk_huge_used_bytes(void) {
-  pthread_mutex_lock(&huge_lock);
+  hk_lock(&huge_lock);
   size_t bytes = live_bytes + class_bytes;
-  pthread_mutex_unlock(&huge_lock);
+  hk_unlock(&huge_lock);
   return bytes;
 }
 
-void hk_huge_fork_lock(void) { pthread_mutex_lock(&huge_lock); }
+void hk_huge_fork_lock(void) { hk_lock(&huge_lock); }
 
 void hk_huge_fork_unlock(bool child) {
   if (child) huge_lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
-  else pthread_mutex_unlock(&huge_lock);
+  else hk_unlock(&huge_lock);
 }

@@ -25,6 +25,8 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Lock order: an exiting thread's printing of its traffic, the purger's and the tick's, the
  * thread-cache registry, a class's central lock, an arena's, the huge blocks', the class
  * map's protection, the space's slots. */
+__thread bool hk_forking __attribute__((tls_model("initial-exec")));
+
 static void fork_prepare(void) {
   hk_stats_fork_lock();
   hk_purge_fork_lock();
@@ -33,8 +35,10 @@ static void fork_prepare(void) {
   hk_superslab_fork_lock();
   hk_huge_fork_lock();
   hk_class_map_fork_lock();
+  hk_forking = true;
 }
 static void fork_after(bool child) {
+  hk_forking = false;
   hk_class_map_fork_unlock(child);
   hk_huge_fork_unlock(child);
   hk_superslab_fork_unlock(child);
@@ -48,7 +52,7 @@ static void fork_child(void) { fork_after(true); }
 
 void hk_process_init_slow(void) {
   bool first = false;
-  pthread_mutex_lock(&init_lock);
+  hk_lock(&init_lock);
   if (!atomic_load_explicit(&hk_ready, memory_order_relaxed)) {
     hk_fast.free_key = random_key();  /* before any block exists */
     if (HAK_HARDENED) hk_fast.link_key = random_key();
@@ -61,7 +65,7 @@ void hk_process_init_slow(void) {
     atomic_store_explicit(&hk_ready, true, memory_order_release);
     first = true;
   }
-  pthread_mutex_unlock(&init_lock);
+  hk_unlock(&init_lock);
   /* May allocate, so only once the allocator is ready. */
   if (first) {
     pthread_atfork(fork_prepare, fork_parent, fork_child);

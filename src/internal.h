@@ -95,6 +95,21 @@
     hk_result_;                            \
   })
 
+/* The allocator's locks.  fork's prepare handler (init.c) takes them all and
+ * its parent and child handlers let them go; handlers another library
+ * registered before the allocator's run in between (the C library runs
+ * prepare handlers last registered first, the others first registered
+ * first), on the thread that holds them all: what they allocate takes no
+ * lock, since no other thread can be inside. */
+extern __thread bool hk_forking __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
+static inline void hk_lock(pthread_mutex_t *m) {
+  if (!hk_forking) pthread_mutex_lock(m);
+}
+static inline void hk_unlock(pthread_mutex_t *m) {
+  if (!hk_forking) pthread_mutex_unlock(m);
+}
+static inline int hk_trylock(pthread_mutex_t *m) { return hk_forking ? 0 : pthread_mutex_trylock(m); }
+
 #define HK_UNIT_SHIFT 16                       /* 64 KiB: granule of the class map */
 #define HK_UNIT_SIZE ((size_t)1 << HK_UNIT_SHIFT)
 #define HK_NCLASS 112                          /* size classes 1..112; 0 = none */

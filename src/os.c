@@ -125,11 +125,11 @@ void hk_os_space_init(void *start, size_t size) {
  * be filled whole, and locked. */
 static pthread_mutex_t space_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void hk_os_space_lock(void) { pthread_mutex_lock(&space_lock); }
+void hk_os_space_lock(void) { hk_lock(&space_lock); }
 
 void hk_os_space_unlock(bool child) {
   if (child) pthread_mutex_init(&space_lock, NULL);
-  else pthread_mutex_unlock(&space_lock);
+  else hk_unlock(&space_lock);
 }
 
 /* A free slot of `size` bytes aligned to its size (HK_SS_SIZE or
@@ -137,7 +137,7 @@ void hk_os_space_unlock(bool child) {
 void *hk_os_space_take(size_t size) {
   unsigned k = size == HK_REGION_SIZE;
   if (!space || size != pools[k].slot) return NULL;
-  pthread_mutex_lock(&space_lock);
+  hk_lock(&space_lock);
   void *slot = NULL;
   unsigned long long all = pools[k].slots >= 64 ? ~0ull : (1ull << pools[k].slots) - 1;
   unsigned long long taken = atomic_load_explicit(&space_taken[k], memory_order_relaxed);
@@ -164,7 +164,7 @@ void *hk_os_space_take(size_t size) {
       else hk_os_advise_small(slot, size);
     }
   }
-  pthread_mutex_unlock(&space_lock);
+  hk_unlock(&space_lock);
   return slot;
 }
 

@@ -124,14 +124,14 @@ static void tick(uint64_t now) {
 
 static bool tick_if_due(void) {
   uint64_t now = hk_os_now_ms();
-  if (now < atomic_load_explicit(&next_tick, memory_order_relaxed) || pthread_mutex_trylock(&tick_lock)) return false;
+  if (now < atomic_load_explicit(&next_tick, memory_order_relaxed) || hk_trylock(&tick_lock)) return false;
   tick(now);
-  pthread_mutex_unlock(&tick_lock);
+  hk_unlock(&tick_lock);
   return true;
 }
 
 static void *purger_main(void *arg) {
-  pthread_mutex_lock(&purger_lock);
+  hk_lock(&purger_lock);
   for (;;) {
     /* Announced before `pending` is read: a thread setting `pending` then
      * reads `purger_sleeping`, so one of the two sees the other. */
@@ -153,12 +153,12 @@ static void *purger_main(void *arg) {
     }
     /* Waits for a tick or trim under way rather than spinning on the lock:
      * a lean trim on another thread holds it for milliseconds. */
-    pthread_mutex_unlock(&purger_lock);
-    pthread_mutex_lock(&tick_lock);
+    hk_unlock(&purger_lock);
+    hk_lock(&tick_lock);
     now = hk_os_now_ms();
     if (now >= atomic_load_explicit(&next_tick, memory_order_relaxed)) tick(now);
-    pthread_mutex_unlock(&tick_lock);
-    pthread_mutex_lock(&purger_lock);
+    hk_unlock(&tick_lock);
+    hk_lock(&purger_lock);
   }
   return arg;
 }
@@ -187,9 +187,9 @@ static void purger_start(void) {
 
 void hk_purge_poll_slow(void) {
   if (over_lean_target()) {  /* waits for a tick under way: the cap is a promise */
-    pthread_mutex_lock(&tick_lock);
+    hk_lock(&tick_lock);
     lean_trim();
-    pthread_mutex_unlock(&tick_lock);
+    hk_unlock(&tick_lock);
   }
   if (hk_opt.background_purge && atomic_load(&purger_state) == PURGER_OFF && hk_purge_resident() >= HK_PURGER_START) {
     int error = errno;  /* free leaves errno alone: pthread_create, naming the thread */
@@ -199,9 +199,9 @@ void hk_purge_poll_slow(void) {
   if (atomic_load(&purger_state) != PURGER_RUNNING) {
     tick_if_due();
   } else if (atomic_load(&purger_sleeping)) {
-    pthread_mutex_lock(&purger_lock);
+    hk_lock(&purger_lock);
     pthread_cond_signal(&purger_wake);
-    pthread_mutex_unlock(&purger_lock);
+    hk_unlock(&purger_lock);
   }
 }
 
@@ -210,23 +210,23 @@ void hk_purge_poll_slow(void) {
  * caches hold) goes back now.  True if any memory went to the OS. */
 bool hk_purge_all(void) {
   hk_tcache_flush(&hk_tc);
-  pthread_mutex_lock(&tick_lock);
+  hk_lock(&tick_lock);
   hk_central_purge(HK_PURGE_ALL);
   size_t bytes = hk_superslab_purge(HK_PURGE_ALL, 0) + hk_huge_purge(HK_PURGE_ALL, 0);
-  pthread_mutex_unlock(&tick_lock);
+  hk_unlock(&tick_lock);
   return bytes > 0;
 }
 
 /* fork: the purger's and the tick's locks come first in the lock order. */
 void hk_purge_fork_lock(void) {
-  pthread_mutex_lock(&purger_lock);
-  pthread_mutex_lock(&tick_lock);
+  hk_lock(&purger_lock);
+  hk_lock(&tick_lock);
 }
 
 void hk_purge_fork_unlock(bool child) {
   if (!child) {
-    pthread_mutex_unlock(&tick_lock);
-    pthread_mutex_unlock(&purger_lock);
+    hk_unlock(&tick_lock);
+    hk_unlock(&purger_lock);
     return;
   }
   /* The child has no purger thread: it starts its own if it needs one. */

@@ -191,18 +191,18 @@ static void front_csv(const char *who, const hak_stats_t *s, bool process) {
  * thread's stack); fork takes the lock first, before the allocator's. */
 static pthread_mutex_t front_print_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void hk_stats_fork_lock(void) { pthread_mutex_lock(&front_print_lock); }
+void hk_stats_fork_lock(void) { hk_lock(&front_print_lock); }
 
 void hk_stats_fork_unlock(bool child) {
   if (child) pthread_mutex_init(&front_print_lock, NULL);
-  else pthread_mutex_unlock(&front_print_lock);
+  else hk_unlock(&front_print_lock);
 }
 
 /* One thread's traffic, when it exits (HAKMEM_TINY_FRONT_DUMP). */
 void hk_front_print(const char *who, const hk_front_t *front) {
   static hak_stats_t s;
   char name[48];
-  pthread_mutex_lock(&front_print_lock);
+  hk_lock(&front_print_lock);
   memset(&s, 0, sizeof s);
   s.nclasses = HAK_NCLASSES;
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
@@ -212,7 +212,7 @@ void hk_front_print(const char *who, const hk_front_t *front) {
   }
   snprintf(name, sizeof name, "%s %ld", who, (long)gettid());
   front_csv(name, &s, false);
-  pthread_mutex_unlock(&front_print_lock);
+  hk_unlock(&front_print_lock);
 }
 
 void hk_os_stats_print(void) {

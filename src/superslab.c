@@ -169,13 +169,13 @@ static hk_superslab_t *superslab_map(hk_arena_t *a) {
     return NULL;
   }
   if (!ss) {
-    pthread_mutex_lock(&spare_lock);
+    hk_lock(&spare_lock);
     if (nspare || spares_map()) {
       ss = (hk_superslab_t *)spare;
       spare += HK_SS_SIZE;
       nspare--;
     }
-    pthread_mutex_unlock(&spare_lock);
+    hk_unlock(&spare_lock);
     if (!ss) return NULL;
   }
   atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed);
@@ -247,20 +247,20 @@ hk_slab_t *hk_slab_new(unsigned cls, bool *zero) {
   const hk_class_info_t *ci = &hk_classes[cls];
   hk_arena_t *a = &arenas[hk_tc.arena];
   int unit;
-  pthread_mutex_lock(&a->lock);
+  hk_lock(&a->lock);
   hk_superslab_t *ss = take_units(a, ci->units, &unit, false, zero);
-  pthread_mutex_unlock(&a->lock);
+  hk_unlock(&a->lock);
   /* Before the process grows: free units of the other arenas. */
   for (unsigned i = 1, n = used_arenas(); !ss && i < n; i++) {
     hk_arena_t *other = &arenas[(hk_tc.arena + i) % n];
-    pthread_mutex_lock(&other->lock);
+    hk_lock(&other->lock);
     ss = take_units(other, ci->units, &unit, false, zero);
-    pthread_mutex_unlock(&other->lock);
+    hk_unlock(&other->lock);
   }
   if (!ss) {
-    pthread_mutex_lock(&a->lock);
+    hk_lock(&a->lock);
     ss = take_units(a, ci->units, &unit, true, zero);
-    pthread_mutex_unlock(&a->lock);
+    hk_unlock(&a->lock);
   }
   if (!ss) return NULL;
   if (hk_unlikely(atomic_load_explicit(&small_halves_huge, memory_order_relaxed) != 3 &&
@@ -312,9 +312,9 @@ static hk_arena_t *arena_of(const hk_slab_t *slab) { return &arenas[hk_superslab
 
 void hk_slab_release(hk_slab_t *slab) {
   hk_arena_t *a = arena_of(slab);
-  pthread_mutex_lock(&a->lock);
+  hk_lock(&a->lock);
   slab_release_locked(a, slab);
-  pthread_mutex_unlock(&a->lock);
+  hk_unlock(&a->lock);
 }
 
 /* A large block: the only block of a new slab, not touched here. */
@@ -336,13 +336,13 @@ void hk_large_release(unsigned cls, void *chain) {
     if (hk_unlikely(s->cls != cls || b != s->start)) hk_fatal("free(): invalid pointer", b);
     hk_arena_t *a = arena_of(s);
     if (a != locked) {
-      if (locked) pthread_mutex_unlock(&locked->lock);
-      pthread_mutex_lock(&a->lock);
+      if (locked) hk_unlock(&locked->lock);
+      hk_lock(&a->lock);
       locked = a;
     }
     slab_release_locked(a, s);
   }
-  if (locked) pthread_mutex_unlock(&locked->lock);
+  if (locked) hk_unlock(&locked->lock);
 }
 
 size_t hk_superslab_used_bytes(void) {
@@ -421,32 +421,32 @@ size_t hk_superslab_purge(int mode, size_t want) {
   if (hk_opt.decommit == HK_DECOMMIT_OFF) return 0;  /* free memory stays, counted as resident */
   if (mode != HK_PURGE_DIRTY) {
     for (unsigned i = 0; i < HK_ARENAS; i++) {
-      pthread_mutex_lock(&arenas[i].lock);
+      hk_lock(&arenas[i].lock);
       bytes += purge_arena(&arenas[i], mode);
-      pthread_mutex_unlock(&arenas[i].lock);
+      hk_unlock(&arenas[i].lock);
     }
     return bytes;
   }
   for (int old = 1; old >= 0; old--) {
     for (unsigned i = 0; i < HK_ARENAS && bytes < want; i++) {
-      pthread_mutex_lock(&arenas[i].lock);
+      hk_lock(&arenas[i].lock);
       bytes += purge_aged(&arenas[i], old, want - bytes);
-      pthread_mutex_unlock(&arenas[i].lock);
+      hk_unlock(&arenas[i].lock);
     }
   }
   return bytes;
 }
 
 void hk_superslab_fork_lock(void) {
-  for (unsigned i = 0; i < HK_ARENAS; i++) pthread_mutex_lock(&arenas[i].lock);
-  pthread_mutex_lock(&spare_lock);
+  for (unsigned i = 0; i < HK_ARENAS; i++) hk_lock(&arenas[i].lock);
+  hk_lock(&spare_lock);
 }
 
 void hk_superslab_fork_unlock(bool child) {
   for (unsigned i = 0; i < HK_ARENAS; i++) {
     if (child) pthread_mutex_init(&arenas[i].lock, NULL);
-    else pthread_mutex_unlock(&arenas[i].lock);
+    else hk_unlock(&arenas[i].lock);
   }
   if (child) pthread_mutex_init(&spare_lock, NULL);
-  else pthread_mutex_unlock(&spare_lock);
+  else hk_unlock(&spare_lock);
 }

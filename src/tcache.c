@@ -347,9 +347,9 @@ static bool registry_add(hk_tcache_t *tc) {
 
 void hk_thread_init(hk_tcache_t *tc) {
   hk_process_init();
-  pthread_mutex_lock(&registry_lock);
+  hk_lock(&registry_lock);
   bool registered = hk_thread_key_made && registry_add(tc);
-  pthread_mutex_unlock(&registry_lock);
+  hk_unlock(&registry_lock);
   if (!registered) {  /* no way to hand a cache back at exit, or to count it: none */
     tc->state = HK_TC_DEAD;
     return;
@@ -384,11 +384,11 @@ void hk_thread_exit(void *arg) {
   }
   note_out(tc, 0);
   if (hk_opt.front_dump) hk_front_print("thread", tc->front);
-  pthread_mutex_lock(&registry_lock);
+  hk_lock(&registry_lock);
   hk_assert(tc->registered < registry_n && registry[tc->registered] == tc, "thread cache not registered");
   registry_remove_at(tc->registered);
   hk_front_add(exited, tc->front);
-  pthread_mutex_unlock(&registry_lock);
+  hk_unlock(&registry_lock);
   hk_purge_poll();
 }
 
@@ -407,7 +407,7 @@ void hk_front_add(hk_front_t *sum, const hk_front_t *f) {
  * counters.  Other threads' caches are read as they are, without stopping
  * them: each figure was true at some moment of the call. */
 void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
-  pthread_mutex_lock(&registry_lock);
+  hk_lock(&registry_lock);
   memcpy(front, exited, sizeof exited);
   *threads = (unsigned)registry_n;
   for (size_t i = 0; i < registry_n; i++) {
@@ -416,10 +416,10 @@ void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
       cached[c] += (size_t)(__atomic_load_n(&tc->cap[c], __ATOMIC_RELAXED) - __atomic_load_n(&tc->room[c], __ATOMIC_RELAXED));
     hk_front_add(front, tc->front);
   }
-  pthread_mutex_unlock(&registry_lock);
+  hk_unlock(&registry_lock);
 }
 
-void hk_tcache_fork_lock(void) { pthread_mutex_lock(&registry_lock); }
+void hk_tcache_fork_lock(void) { hk_lock(&registry_lock); }
 
 /* The child has one thread: the others' caches are gone with them (their
  * counters go to the exited ones). */
@@ -433,7 +433,7 @@ void hk_tcache_fork_unlock(bool child) {
     pthread_mutex_init(&registry_lock, NULL);
     atomic_store_explicit(&live_threads, (unsigned)registry_n, memory_order_relaxed);
   } else {
-    pthread_mutex_unlock(&registry_lock);
+    hk_unlock(&registry_lock);
   }
 }
 

@@ -102,9 +102,11 @@ FUZZ_BINS          := $(addprefix $(TEST_OUT)/fuzz/,$(FUZZ_NAMES))
 
 # Libraries the tests load (test/lib/).
 TEST_HELPER_LIBS := $(TEST_OUT)/libearly.so $(TEST_OUT)/libearly_dl.so $(TEST_OUT)/libtls_dl.so \
-                    $(TEST_OUT)/libcxx_plugin.so
-# `early` is linked to libearly.so, found next to it or one directory up.
+                    $(TEST_OUT)/libcxx_plugin.so $(TEST_OUT)/libatfork.so
+# `early` is linked to libearly.so and `fork_handlers` to libatfork.so, found next
+# to them or one directory up.
 TEST_LDFLAGS_early := -L$(TEST_OUT) -learly -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..'
+TEST_LDFLAGS_fork_handlers := -L$(TEST_OUT) -latfork -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..'
 
 # A sanitizer build, or a fuzz target, is tried only if the compiler has
 # its runtime.
@@ -215,6 +217,10 @@ $(TEST_OUT)/libearly.so: test/lib/early_lib.c $(TEST_HDRS)
 $(TEST_OUT)/libearly_dl.so: test/lib/early_lib.c $(TEST_HDRS)
 	@mkdir -p $(@D); rm -f $@
 	$(CC) $(TEST_CFLAGS) -DEARLY_DLOPEN -fPIC -shared $< -o $@
+
+$(TEST_OUT)/libatfork.so: test/lib/atfork_lib.c $(TEST_HDRS)
+	@mkdir -p $(@D); rm -f $@
+	$(CC) $(TEST_CFLAGS) -fPIC -shared $< -o $@
 
 $(TEST_OUT)/libtls_dl.so: test/lib/tls_lib.c test/test.mk
 	@mkdir -p $(@D); rm -f $@
