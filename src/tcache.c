@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Thread caches: the slow paths behind hk_malloc_fast / hk_free_fast, and
  * the registry of live caches that statistics read. */
+#define _GNU_SOURCE
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include "internal.h"
 
 const uint64_t hk_list_end[2] __attribute__((aligned(16))) = {0, 2};
@@ -15,9 +18,16 @@ __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) = {.head =
  * destructors sets up a cache that hk_thread_exit never hands back (glibc
  * runs no further round), and the next thread given the same TLS block finds
  * it here, the only trace of it left, and takes its place (its blocks are
- * lost: that thread's TLS image overwrote them). */
+ * lost: that thread's TLS image overwrote them).  Or its stack is unmapped
+ * (glibc keeps 40 MiB of stacks for new threads; a stack the program gave
+ * goes as the program wants): so nothing reads or writes a registered cache
+ * without knowing its thread is alive (registry_prune). */
+typedef struct registered {
+  hk_tcache_t *tc;
+  pid_t pid, tid;  /* its thread */
+} registered_t;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static hk_tcache_t **registry;
+static registered_t *registry;
 static size_t registry_n, registry_cap;
 static hk_front_t exited[HK_NCLASS + 1];
 
@@ -317,23 +327,47 @@ static int start_cap(unsigned c) {
   return hk_min(hk_max(cap / 4, (int)hk_prewarm_count(c)), cap);
 }
 
+/* Whether the thread of a registry entry has ended (its cache may be gone
+ * with its stack). */
+static bool thread_gone(const registered_t *r) {
+  return hk_keep_errno(syscall(SYS_tgkill, r->pid, r->tid, 0)) != 0;
+}
+
+/* Removes entry i, its place taken by the last one, which is told its new
+ * place if its thread is alive (else it goes too: a cache never handed back). */
 static void registry_remove_at(size_t i) {
-  registry[i] = registry[--registry_n];
-  registry[i]->registered = (uint32_t)i;
+  while (i < --registry_n) {
+    registry[i] = registry[registry_n];
+    if (!thread_gone(&registry[i])) {
+      registry[i].tc->registered = (uint32_t)i;
+      return;
+    }
+    atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
+  }
+}
+
+/* Drops the caches of threads that have ended without handing them back,
+ * before the registry's caches are read; their counters are lost. */
+static void registry_prune(void) {
+  for (size_t i = registry_n; i-- > 0;) {
+    if (registry[i].tc == &hk_tc || !thread_gone(&registry[i])) continue;
+    atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
+    registry_remove_at(i);
+  }
 }
 
 /* Adds a new thread's cache, in place of the cache its TLS block held for a
  * thread that never handed it back; false if there is no room. */
 static bool registry_add(hk_tcache_t *tc) {
   for (size_t i = 0; i < registry_n; i++) {
-    if (registry[i] != tc) continue;
+    if (registry[i].tc != tc) continue;
     registry_remove_at(i);
     atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
     break;
   }
   if (registry_n == registry_cap) {
     size_t cap = hk_max(registry_cap * 2, HK_PAGE_SIZE / sizeof *registry);
-    hk_tcache_t **grown = hk_os_map_aligned(cap * sizeof *registry, HK_PAGE_SIZE, 0);
+    registered_t *grown = hk_os_map_aligned(cap * sizeof *registry, HK_PAGE_SIZE, 0);
     if (!grown) return false;
     if (registry_n) memcpy(grown, registry, registry_n * sizeof *registry);
     if (registry) hk_os_unmap(registry, registry_cap * sizeof *registry);
@@ -341,7 +375,7 @@ static bool registry_add(hk_tcache_t *tc) {
     registry_cap = cap;
   }
   tc->registered = (uint32_t)registry_n;
-  registry[registry_n++] = tc;
+  registry[registry_n++] = (registered_t){tc, getpid(), gettid()};
   return true;
 }
 
@@ -385,7 +419,7 @@ void hk_thread_exit(void *arg) {
   note_out(tc, 0);
   if (hk_opt.front_dump) hk_front_print("thread", tc->front);
   hk_lock(&registry_lock);
-  hk_assert(tc->registered < registry_n && registry[tc->registered] == tc, "thread cache not registered");
+  hk_assert(tc->registered < registry_n && registry[tc->registered].tc == tc, "thread cache not registered");
   registry_remove_at(tc->registered);
   hk_front_add(exited, tc->front);
   hk_unlock(&registry_lock);
@@ -408,10 +442,11 @@ void hk_front_add(hk_front_t *sum, const hk_front_t *f) {
  * them: each figure was true at some moment of the call. */
 void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
   hk_lock(&registry_lock);
+  registry_prune();
   memcpy(front, exited, sizeof exited);
   *threads = (unsigned)registry_n;
   for (size_t i = 0; i < registry_n; i++) {
-    const hk_tcache_t *tc = registry[i];
+    const hk_tcache_t *tc = registry[i].tc;
     for (unsigned c = 1; c <= HK_NCLASS; c++)
       cached[c] += (size_t)(__atomic_load_n(&tc->cap[c], __ATOMIC_RELAXED) - __atomic_load_n(&tc->room[c], __ATOMIC_RELAXED));
     hk_front_add(front, tc->front);
@@ -419,17 +454,23 @@ void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
   hk_unlock(&registry_lock);
 }
 
-void hk_tcache_fork_lock(void) { hk_lock(&registry_lock); }
+/* The child reads the caches of the threads alive at the fork. */
+void hk_tcache_fork_lock(void) {
+  hk_lock(&registry_lock);
+  registry_prune();
+}
 
 /* The child has one thread: the others' caches are gone with them (their
  * counters go to the exited ones). */
 void hk_tcache_fork_unlock(bool child) {
   if (child) {
     for (size_t i = registry_n; i-- > 0;) {
-      if (registry[i] == &hk_tc) continue;
-      hk_front_add(exited, registry[i]->front);
-      registry_remove_at(i);
+      if (registry[i].tc == &hk_tc) continue;
+      hk_front_add(exited, registry[i].tc->front);
+      registry[i] = registry[--registry_n];
+      if (i < registry_n) registry[i].tc->registered = (uint32_t)i;
     }
+    if (registry_n) registry[0].pid = getpid(), registry[0].tid = gettid();
     pthread_mutex_init(&registry_lock, NULL);
     atomic_store_explicit(&live_threads, (unsigned)registry_n, memory_order_relaxed);
   } else {
