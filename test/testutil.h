@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -429,6 +430,23 @@ static inline int run_self_cases(int argc, char **argv, const self_case_t *cases
               describe_status(res.status));
   }
   return 0;
+}
+
+/* Runs fn(arg) in a thread on a stack mapped for it, and unmaps the stack
+ * once the thread has ended: the C library keeps neither the stack nor the
+ * TLS block in it for a later thread. */
+static inline void run_on_own_stack(void *(*fn)(void *), void *arg) {
+  size_t size = 1 << 20;
+  void *stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(stack != MAP_FAILED);
+  pthread_attr_t attr;
+  CHECK(pthread_attr_init(&attr) == 0);
+  CHECK(pthread_attr_setstack(&attr, stack, size) == 0);
+  pthread_t t;
+  CHECK(pthread_create(&t, &attr, fn, arg) == 0);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(pthread_attr_destroy(&attr) == 0);
+  CHECK(munmap(stack, size) == 0);
 }
 
 /* ---- a limited address space --------------------------------------------- */

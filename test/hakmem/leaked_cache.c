@@ -7,7 +7,6 @@
  * registry of live caches after the stack is gone. */
 #include <limits.h>
 #include <malloc.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include "hakmem.h"
 #include "testutil.h"
@@ -34,16 +33,7 @@ static void *arm(void *arg) {
  * stack that is unmapped once it has ended. */
 static void leak_a_cache(void) {
   CHECK(pthread_key_create(&key, late_destructor) == 0);
-  size_t size = 1 << 20;
-  void *stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  CHECK(stack != MAP_FAILED);
-  pthread_attr_t attr;
-  CHECK(pthread_attr_init(&attr) == 0);
-  CHECK(pthread_attr_setstack(&attr, stack, size) == 0);
-  pthread_t t;
-  CHECK(pthread_create(&t, &attr, arm, NULL) == 0);
-  CHECK(pthread_join(t, NULL) == 0);
-  CHECK(munmap(stack, size) == 0);
+  run_on_own_stack(arm, NULL);
 }
 
 static void statistics_after_the_stack_is_gone(void) {

@@ -8,7 +8,6 @@
  * length (hak_heap_check, and the standard build's assertion at the next
  * flush).  Each size class up to 1 KiB is tried in a child of its own: the
  * purger starts once per process. */
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include "hakmem.h"
 #include "testutil.h"
@@ -29,17 +28,7 @@ static void refill_starts_purger(size_t size) {
     CHECK(big[i] != NULL);
     memset(big[i], 1, BIG_SIZE);
   }
-  /* a stack of its own, which the C library does not keep for the next thread:
-   * the purger gets a new TLS block, allocated */
-  size_t stack_size = 1 << 20;
-  void *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  CHECK(stack != MAP_FAILED);
-  pthread_attr_t attr;
-  CHECK(pthread_attr_init(&attr) == 0);
-  CHECK(pthread_attr_setstack(&attr, stack, stack_size) == 0);
-  pthread_t t;
-  CHECK(pthread_create(&t, &attr, free_big, NULL) == 0);
-  CHECK(pthread_join(t, NULL) == 0);
+  run_on_own_stack(free_big, NULL);  /* the purger then gets a new TLS block, allocated */
   hak_thread_flush();
   void *p = malloc(size);
   CHECK(p != NULL);
