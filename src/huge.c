@@ -44,6 +44,8 @@ typedef struct hk_region {
   uint64_t used[HK_REGION_WORDS];   /* units in use; the header's, always */
   uint64_t dirty[HK_REGION_WORDS], dirty_old[HK_REGION_WORDS];  /* free units still resident, by purge epoch */
   uint64_t stale[HK_REGION_WORDS];  /* units that may hold old data (calloc clears them) */
+  uint64_t split;                   /* bit h: huge page h (units 32h..32h+31) cut into small pages
+                                       by a decommit of part of it: a fault there maps 4 KiB */
   uint16_t run[HK_REGION_UNITS];    /* units of the block starting at each unit */
   unsigned top;                     /* units from here on never used nor resident: not searched */
   struct hk_region *next, *prev;
@@ -260,6 +262,9 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
   return r;
 }
 
+/* The bits of word k that are huge page h's units (32 per page). */
+static uint64_t page_mask(unsigned h) { return hk_bits(h % 2 * 32, 32); }
+
 /* Gives back the units of a shared region set in word k's `bits`; returns
  * the bytes.  Units the kernel refuses to give back (locked pages: mlock)
  * keep their data: they stay stale (calloc clears them), and count as given
@@ -276,24 +281,24 @@ static size_t decommit_units(hk_region_t *r, unsigned k, uint64_t bits) {
     bytes += units_bytes(n);
   }
   if (hk_opt.decommit == HK_DECOMMIT_DONTNEED) r->stale[k] &= ~cleared;
+  for (unsigned h = 2 * k; h < 2 * k + 2; h++)
+    if ((bits & page_mask(h)) && (bits & page_mask(h)) != page_mask(h)) r->split |= 1ull << h;
   return bytes;
 }
-
-/* The bits of word k that are huge page h's units (32 per page). */
-static uint64_t page_mask(unsigned h) { return hk_bits(h % 2 * 32, 32); }
 
 /* Takes units [u, u+n) of a shared region: resident ones no longer wait for
  * the purge.  On transparent huge pages, a block that is the first to touch
  * a huge page makes the whole page resident: its other free units then count
  * as free resident memory (reused first, given back on the purge schedule)
- * rather than lie resident unseen.  Only the pages at the block's two ends
+ * rather than lie resident unseen; not on a page a decommit has cut, which
+ * the kernel fills 4 KiB at a time.  Only the pages at the block's two ends
  * can have other units. */
 static void take_units(hk_region_t *r, unsigned u, unsigned n) {
   unsigned ends[2] = {u / 32, (u + n - 1) / 32};
   bool fresh[2];
   for (int i = 0; i < 2; i++) {
     unsigned k = ends[i] / 2;
-    fresh[i] = hk_opt.huge_thp && !((r->used[k] | resident_free(r, k)) & page_mask(ends[i]));
+    fresh[i] = hk_opt.huge_thp && !(r->split >> ends[i] & 1) && !((r->used[k] | resident_free(r, k)) & page_mask(ends[i]));
   }
   r->top = hk_max(r->top, hk_min((u + n + 31) / 32 * 32, HK_REGION_UNITS));  /* past the last huge page touched */
   unsigned reused = 0;

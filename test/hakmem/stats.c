@@ -397,6 +397,37 @@ static void no_thp_child(void) {
   for (int i = 0; i < 8; i++) free(p[i]);
 }
 
+/* A huge page that a decommit has cut (part of it given back while the rest
+ * was in use) is filled 4 KiB at a time after: blocks placed there again,
+ * one byte written each, leave no free units counted resident beside them
+ * (they were, 30 MiB for 40 blocks, while the process had 2 MiB resident). */
+static void cut_pages_child(void) {
+  enum { N = 40 };
+  void *p[N];
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < N; i++) {
+      CHECK(posix_memalign(&p[i], 2 * MiB, 1250 * 1024) == 0);
+      memset(p[i], 1, 1);
+    }
+    if (round == 1) break;
+    malloc_trim(0);  /* gives back the rest of each block's huge page: cuts it */
+    for (int i = 0; i < N; i++) free(p[i]);
+    malloc_trim(0);
+  }
+  hak_stats_get(&after);
+  printf("  %d blocks again where pages were cut: %zu KiB free and resident, process RSS %zu KiB\n", N,
+         after.free_resident_bytes / 1024, after.resident_bytes / 1024);
+  CHECK(after.free_resident_bytes < after.resident_bytes);
+  for (int i = 0; i < N; i++) free(p[i]);
+}
+
+static void no_huge_pages_counted_where_cut(void) {
+  child_result_t res;
+  const char *env[] = {NULL};
+  run_self("cut_pages", env, 30, &res);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
+}
+
 static atomic_int stop;
 
 static void *monitor(void *arg) {
@@ -439,6 +470,7 @@ int main(int argc, char **argv) {
     void *p = malloc(100);
     free(p);
     if (strcmp(argv[1], "no_thp") == 0) no_thp_child();
+    if (strcmp(argv[1], "cut_pages") == 0) cut_pages_child();
     if (strcmp(argv[1], "peak") == 0) peak_never_wraps_child();
     if (strcmp(argv[1], "thread") == 0) {
       pthread_t t;
@@ -466,6 +498,7 @@ int main(int argc, char **argv) {
   RUN(peak_never_wraps);
   RUN(exit_output);
   RUN(no_huge_pages_counted_without_them);
+  RUN(no_huge_pages_counted_where_cut);
   RUN(snapshots_while_threads_run);
   return 0;
 }
