@@ -122,12 +122,12 @@ static void tick(uint64_t now) {
   lean_trim();
 }
 
-static bool tick_if_due(void) {
+static void tick_if_due(void) {
   uint64_t now = hk_os_now_ms();
-  if (now < atomic_load_explicit(&next_tick, memory_order_relaxed) || hk_trylock(&tick_lock)) return false;
-  tick(now);
+  if (now < atomic_load_explicit(&next_tick, memory_order_relaxed) || hk_trylock(&tick_lock)) return;
+  /* still due: another thread may have run the tick between the two looks */
+  if (now >= atomic_load_explicit(&next_tick, memory_order_relaxed)) tick(now);
   hk_unlock(&tick_lock);
-  return true;
 }
 
 static void *purger_main(void *arg) {
