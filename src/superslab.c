@@ -304,7 +304,9 @@ static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab) {
   if (ss->used == HK_SS_RESERVED) {
     hk_list_remove(&a->partial, ss);
     hk_list_push(&a->empty, ss);
-    a->nempty++;
+    /* one beyond the warm pool goes at the next tick (the only mark of work
+     * to do where units are decommitted at once) */
+    if (++a->nempty > hk_opt.warm_pool_size) hk_purge_note();
   }
 }
 
