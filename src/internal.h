@@ -478,6 +478,8 @@ typedef struct hk_superslab {
   uint64_t dirty_old;                 /* ... freed the epoch before: given back at the next tick */
   uint64_t stale;                     /* free units given back that may still hold old data (MADV_FREE, refused) */
   uint8_t arena;                      /* the arena this SuperSlab belongs to */
+  bool bare;                          /* empty, its never-used units given back too (huge pages
+                                         made them resident unseen) */
   struct hk_superslab *next, *prev;   /* list of SuperSlabs with free units */
   uint8_t head_unit[HK_SS_UNITS];     /* first unit of the slab each unit belongs to */
   hk_slab_t slabs[HK_SS_UNITS];       /* descriptor of the slab headed by each unit */

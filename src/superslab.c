@@ -232,6 +232,7 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool
   hk_assert(!(ss->used & bits), "SuperSlab units taken twice");
   uint64_t reused = bits & resident_free(ss);
   *zero = !((reused | ss->stale) & bits);
+  ss->bare = false;
   atomic_fetch_add_explicit(&used_units, units, memory_order_relaxed);
   ss->used |= bits;
   ss->dirty &= ~bits;
@@ -378,6 +379,14 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
       ss->dirty_old = mode == HK_PURGE_DUE ? ss->dirty : 0;
       ss->dirty = 0;
       pending |= ss->dirty_old != 0;
+      if (l == 1 && hk_opt.ss_thp && !ss->bare && !ss->dirty_old) {
+        /* empty and its counted pages gone: the rest of its huge pages
+         * too, the header's unit but for the header */
+        size_t header = hk_align_up(sizeof *ss, HK_PAGE_SIZE);
+        decommit_units(ss, ~HK_SS_RESERVED);
+        hk_os_decommit((uint8_t *)ss + header, HK_UNIT_SIZE - header);
+        ss->bare = true;
+      }
     }
   }
   for (hk_superslab_t *ss = a->empty, *next; ss && a->nempty > hk_opt.warm_pool_size; ss = next) {

@@ -457,6 +457,43 @@ static void empty_superslabs_unmapped_without_delay(void) {
   CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
 }
 
+/* malloc_trim leaves nothing resident in the SuperSlabs it keeps mapped
+ * (the warm pool) but their headers' first page: where SuperSlabs are on
+ * huge pages, their units never used were resident unseen (64 pages of each). */
+static void warm_pool_child(void) {
+  enum { N = 400, SIZE = 200 * 1024 };
+  static void *p[N];
+  for (int i = 0; i < N; i++) {
+    p[i] = malloc(SIZE);
+    CHECK(p[i] != NULL);
+    memset(p[i], 1, SIZE);
+  }
+  for (int i = 0; i < N; i++) free(p[i]);
+  malloc_trim(0);
+  size_t pages = 0, kept = 0, seen = 0;
+  static uintptr_t seen_ss[N];
+  for (int i = 0; i < N; i++) {
+    uintptr_t ss = (uintptr_t)p[i] & ~(uintptr_t)(4 * MiB - 1);
+    static unsigned char vec[4 * MiB / 4096];
+    size_t j = 0;
+    while (j < seen && seen_ss[j] != ss) j++;
+    if (j < seen) continue;
+    seen_ss[seen++] = ss;
+    if (mincore((void *)ss, 4 * MiB, vec) != 0) continue;  /* unmapped */
+    kept++;
+    for (size_t k = 1; k < sizeof vec; k++) pages += vec[k] & 1;
+  }
+  printf("  %zu SuperSlabs still mapped after malloc_trim: %zu pages resident besides their headers\n", kept, pages);
+  CHECK(pages <= kept);  /* a page at most, of one lent a unit since */
+}
+
+static void warm_pool_keeps_no_pages(void) {
+  child_result_t res;
+  const char *env[] = {"HAKMEM_WARM_POOL_SIZE=8", NULL};
+  run_self("warm_pool", env, 30, &res);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
+}
+
 static atomic_int stop;
 
 static void *monitor(void *arg) {
@@ -501,6 +538,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "no_thp") == 0) no_thp_child();
     if (strcmp(argv[1], "cut_pages") == 0) cut_pages_child();
     if (strcmp(argv[1], "no_delay") == 0) no_delay_child();
+    if (strcmp(argv[1], "warm_pool") == 0) warm_pool_child();
     if (strcmp(argv[1], "peak") == 0) peak_never_wraps_child();
     if (strcmp(argv[1], "thread") == 0) {
       pthread_t t;
@@ -530,6 +568,7 @@ int main(int argc, char **argv) {
   RUN(no_huge_pages_counted_without_them);
   RUN(no_huge_pages_counted_where_cut);
   RUN(empty_superslabs_unmapped_without_delay);
+  RUN(warm_pool_keeps_no_pages);
   RUN(snapshots_while_threads_run);
   return 0;
 }
