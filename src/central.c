@@ -381,7 +381,7 @@ static bool purge_class(unsigned cls, int mode) {
     hk_unlock(&t->lock);
     if (n == 0) continue;
     hk_lock(&c->lock);
-    while (n) put_chain(c, cls, out[--n].head, false);
+    while (n) put_chain(c, cls, out[--n].head, mode == HK_PURGE_DUE);  /* the kept slab: below */
     hk_unlock(&c->lock);
   }
   hk_lock(&c->lock);
