@@ -328,9 +328,12 @@ static int start_cap(unsigned c) {
 }
 
 /* Whether the thread of a registry entry has ended (its cache may be gone
- * with its stack). */
+ * with its stack); a refusal (a seccomp filter, EPERM) says nothing. */
 static bool thread_gone(const registered_t *r) {
-  return hk_keep_errno(syscall(SYS_tgkill, r->pid, r->tid, 0)) != 0;
+  int error = errno;
+  bool gone = syscall(SYS_tgkill, r->pid, r->tid, 0) != 0 && errno == ESRCH;
+  errno = error;
+  return gone;
 }
 
 /* Removes entry i, its place taken by the last one, which is told its new
@@ -419,8 +422,11 @@ void hk_thread_exit(void *arg) {
   note_out(tc, 0);
   if (hk_opt.front_dump) hk_front_print("thread", tc->front);
   hk_lock(&registry_lock);
-  hk_assert(tc->registered < registry_n && registry[tc->registered].tc == tc, "thread cache not registered");
-  registry_remove_at(tc->registered);
+  size_t i = tc->registered;
+  hk_assert(i < registry_n && registry[i].tc == tc, "thread cache's place in the registry");
+  if (i >= registry_n || registry[i].tc != tc)
+    for (i = 0; i < registry_n && registry[i].tc != tc; i++) continue;
+  if (i < registry_n) registry_remove_at(i);
   hk_front_add(exited, tc->front);
   hk_unlock(&registry_lock);
   hk_purge_poll();

@@ -92,10 +92,48 @@ static void earlier_thread_exits_after(void) {
   CHECK_EQ(s.threads, 1);
 }
 
+/* Where the check that a thread is alive is refused (a seccomp filter
+ * answering EPERM to tgkill), live threads are taken for alive all the same:
+ * rounds of threads exiting in the order they came keep the registry right
+ * (a refusal taken for an ended thread dropped live ones, and a later exit
+ * read outside the registry). */
+static void *allocate_and_wait(void *arg) {
+  free(malloc(100));
+  pthread_barrier_wait(arg);  /* every thread has its cache */
+  pthread_barrier_wait(arg);  /* the statistics are taken */
+  return NULL;
+}
+
+static void signal_check_refused(void) {
+  free(malloc(100));
+  if (!refuse_syscall(SYS_tgkill, EPERM)) {
+    printf("  skipped: no seccomp filter here\n");
+    return;
+  }
+  for (int round = 0; round < 50; round++) {
+    enum { T = 4 };
+    pthread_barrier_t started;
+    CHECK(pthread_barrier_init(&started, NULL, T + 1) == 0);
+    pthread_t t[T];
+    for (int i = 0; i < T; i++) CHECK(pthread_create(&t[i], NULL, allocate_and_wait, &started) == 0);
+    pthread_barrier_wait(&started);
+    hak_stats_t s;
+    hak_stats_get(&s);
+    CHECK_EQ(s.threads, 1 + T);  /* all alive, each with its cache */
+    pthread_barrier_wait(&started);
+    for (int i = 0; i < T; i++) CHECK(pthread_join(t[i], NULL) == 0);
+    CHECK(pthread_barrier_destroy(&started) == 0);
+  }
+  hak_stats_t s;
+  hak_stats_get(&s);
+  CHECK_EQ(s.threads, 1);
+}
+
 static const self_case_t cases[] = {
     {"statistics_after_the_stack_is_gone", statistics_after_the_stack_is_gone, {NULL}},
     {"fork_after_the_stack_is_gone", fork_after_the_stack_is_gone, {NULL}},
     {"earlier_thread_exits_after", earlier_thread_exits_after, {NULL}},
+    {"signal_check_refused", signal_check_refused, {NULL}},
 };
 
 int main(int argc, char **argv) {

@@ -5,29 +5,12 @@
  * class map for a new stretch of the address space; it does not abort.  The
  * refusal is made with a seccomp filter, after start-up; skipped where
  * seccomp filters cannot be installed. */
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include "testutil.h"
-
-/* From now on every mprotect fails with ENOMEM. */
-static bool refuse_mprotect(void) {
-  struct sock_filter code[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mprotect, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = {.len = sizeof code / sizeof code[0], .filter = code};
-  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
-}
 
 int main(void) {
   test_init();
   free(malloc(100));
-  if (!refuse_mprotect()) {
+  if (!refuse_syscall(SYS_mprotect, ENOMEM)) {  /* from now on */
     printf("  skipped: no seccomp filter here (%s)\n", strerror(errno));
     return 77;
   }
