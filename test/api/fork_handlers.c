@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* test-builds: static */
+/* test-run: balanced HAKMEM_PROFILE=balanced */
 /* fork in a process where another library registered fork handlers before
  * the allocator did (libatfork.so, linked to this program, registers them in
  * its constructor, which runs before the allocator's when it is preloaded or
@@ -8,9 +9,13 @@
  * allocator's, and its parent and child handlers before the allocator's,
  * while the allocator's locks are held.  Each fork must complete, with
  * every handler done, in the parent and in the child, with another thread
- * allocating meanwhile. */
+ * allocating meanwhile.  The child's handler frees enough to start the
+ * purger thread of the balanced profile: a child whose handler did so before
+ * the allocator's (which resets the purger's state: the parent's thread does
+ * not exist there) still has one at most as it goes on freeing. */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <stdatomic.h>
 #include <sys/wait.h>
 
@@ -28,19 +33,42 @@ static void *churn(void *arg) {
   return arg;
 }
 
+/* Threads of this process named as the allocator's purger. */
+static int purger_threads(void) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/task");
+  CHECK(d != NULL);
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    char path[64], name[32] = "";
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (f && fgets(name, sizeof name, f)) n += strcmp(name, "hakmem-purge\n") == 0;
+    if (f) fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
 static void forks_complete(void) {
   pthread_t t;
-  CHECK(pthread_create(&t, NULL, churn, NULL) == 0);
   for (int i = 1; i <= 20; i++) {
+    /* the first fork before any other thread (and before the purger, which
+     * the child's handler would start, in the child only) */
+    if (i == 2) CHECK(pthread_create(&t, NULL, churn, NULL) == 0);
     fflush(NULL);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
       alarm(20);
       if (atfork_ran(2) != 1) _exit(2);  /* the child handler ran here, once */
-      void *p = malloc(5000);
-      free(p);
-      _exit(p ? 0 : 3);
+      for (int k = 0; k < 3; k++) {      /* enough free memory to start a purger */
+        char *p = malloc(8 << 20);
+        if (!p) _exit(3);
+        memset(p, 1, 8 << 20);
+        free(p);
+      }
+      _exit(purger_threads() <= 1 ? 0 : 4);
     }
     int status;
     CHECK(waitpid(pid, &status, 0) == pid);
