@@ -698,8 +698,8 @@ size_t hk_huge_purge(int mode, size_t want) {
   unsigned empty = 0;  /* the first empty region stays */
   bool pending = false;
   hk_lock(&huge_lock);
-  if (mode == HK_PURGE_DIRTY) {
-    for (int old = 1; old >= 0; old--) {
+  if (mode == HK_PURGE_OLD || mode == HK_PURGE_DIRTY) {
+    for (int old = 1; old >= (mode == HK_PURGE_OLD); old--) {
       for (hk_region_t *r = regions; r && bytes < want; r = r->next) {
         uint64_t *bits = old ? r->dirty_old : r->dirty;
         for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
@@ -710,7 +710,7 @@ size_t hk_huge_purge(int mode, size_t want) {
         }
       }
     }
-    bytes = unmap_cached(want, bytes);
+    if (mode == HK_PURGE_DIRTY) bytes = unmap_cached(want, bytes);
     hk_unlock(&huge_lock);
     return bytes;
   }

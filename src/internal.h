@@ -647,7 +647,9 @@ HK_HIDDEN unsigned hk_prewarm_count(unsigned cls);
 /* ---- the purge schedule (purge.c): when free memory goes back to the OS ---- */
 enum {
   HK_PURGE_DUE,    /* a tick: what has been free since before the last one */
-  HK_PURGE_DIRTY,  /* lean mode over its target: `want` bytes, the oldest free first */
+  HK_PURGE_OLD,    /* lean mode over its target: `want` bytes of what has been free since
+                      before the last tick */
+  HK_PURGE_DIRTY,  /* then `want` bytes of any free, the oldest first */
   HK_PURGE_ALL,    /* malloc_trim: everything, parked batches and empty mappings too */
 };
 extern atomic_bool hk_purge_pending HK_HIDDEN;  /* some free memory waits for a tick */

@@ -84,9 +84,11 @@ static void lean_trim(void) {
     atomic_store_explicit(&lean_cap, cap, memory_order_relaxed);
     if (resident <= cap) return;
   }
-  size_t want = resident - cap / 2;
-  size_t bytes = hk_superslab_purge(HK_PURGE_DIRTY, want);
-  if (bytes < want) bytes += hk_huge_purge(HK_PURGE_DIRTY, want - bytes);
+  size_t want = resident - cap / 2, bytes = 0;
+  for (int mode = HK_PURGE_OLD; mode <= HK_PURGE_DIRTY && bytes < want; mode++) {  /* old in every layer first */
+    bytes += hk_superslab_purge(mode, want - bytes);
+    if (bytes < want) bytes += hk_huge_purge(mode, want - bytes);
+  }
   atomic_store_explicit(&lean_trimmed, bytes, memory_order_relaxed);
   lean_trim_ms = now;
   lean_quiet_ticks = 0;

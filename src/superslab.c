@@ -425,12 +425,13 @@ static size_t purge_aged(hk_arena_t *a, bool old, size_t want) {
   return bytes;
 }
 
-/* HK_PURGE_DIRTY gives back about `want` bytes: the units free since
- * before the last tick in every arena first, then the newer ones. */
+/* HK_PURGE_OLD and HK_PURGE_DIRTY give back about `want` bytes: the units
+ * free since before the last tick in every arena first, then (DIRTY) the
+ * newer ones. */
 size_t hk_superslab_purge(int mode, size_t want) {
   size_t bytes = 0;
   if (hk_opt.decommit == HK_DECOMMIT_OFF) return 0;  /* free memory stays, counted as resident */
-  if (mode != HK_PURGE_DIRTY) {
+  if (mode != HK_PURGE_OLD && mode != HK_PURGE_DIRTY) {
     for (unsigned i = 0; i < HK_ARENAS; i++) {
       hk_lock(&arenas[i].lock);
       bytes += purge_arena(&arenas[i], mode);
@@ -438,7 +439,7 @@ size_t hk_superslab_purge(int mode, size_t want) {
     }
     return bytes;
   }
-  for (int old = 1; old >= 0; old--) {
+  for (int old = 1; old >= (mode == HK_PURGE_OLD); old--) {
     for (unsigned i = 0; i < HK_ARENAS && bytes < want; i++) {
       hk_lock(&arenas[i].lock);
       bytes += purge_aged(&arenas[i], old, want - bytes);

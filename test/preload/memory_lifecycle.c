@@ -333,6 +333,44 @@ static void lean_gives_back_oldest_first(void) {
   CHECK_MSG(resident * page < MiB, "%zu KiB of the oldest free memory kept", resident * page / 1024);
 }
 
+/* The same across layers: a huge block's 12 MiB freed before a tick go back
+ * before blocks of a SuperSlab freed after it (the trim gave back all it
+ * could of the SuperSlabs, new memory included, before any huge region's). */
+static size_t resident_bytes_of(void *p, size_t size) {
+  static unsigned char vec[16 * MiB / 4096];
+  uintptr_t start = (uintptr_t)p & ~(uintptr_t)4095;
+  size_t len = (uintptr_t)p + size - start, n = 0;
+  CHECK(len <= sizeof vec * 4096 && mincore((void *)start, len, vec) == 0);
+  for (size_t i = 0; i < (len + 4095) / 4096; i++) n += vec[i] & 1;
+  return n * 4096;
+}
+
+static void lean_oldest_first_across_layers(void) {
+  enum { NEW = 80, NEW_SIZE = 60 * 1024 };
+  static void *blocks[NEW];
+  char *keep = malloc(2 * MiB), *old = malloc(12 * MiB);  /* `keep`: the huge region stays */
+  CHECK(keep != NULL && old != NULL);
+  memset(keep, 1, 2 * MiB);
+  memset(old, 1, 12 * MiB);
+  sleep_ms(1100);
+  free(malloc(3 * MiB));  /* a huge block's slow path runs a tick */
+  free(old);
+  sleep_ms(1100);
+  free(malloc(100000));   /* the next tick ages `old` */
+  for (int i = 0; i < NEW; i++) {
+    blocks[i] = malloc(NEW_SIZE);
+    CHECK(blocks[i] != NULL);
+    memset(blocks[i], 1, NEW_SIZE);
+  }
+  for (int i = 0; i < NEW; i++) free(blocks[i]);  /* 4.7 MiB more free: over the 16 MiB cap */
+  size_t kept = 0;
+  for (int i = 0; i < NEW; i++) kept += resident_bytes_of(blocks[i], NEW_SIZE);
+  printf("  lean: %zu KiB of the huge block freed before the tick resident, %zu KiB of the %d KiB freed after\n",
+         resident_bytes_of(old, 12 * MiB) / 1024, kept / 1024, NEW * NEW_SIZE / 1024);
+  CHECK_MSG(kept >= (size_t)NEW * NEW_SIZE * 3 / 4, "%zu KiB of the newest free memory kept", kept / 1024);
+  free(keep);
+}
+
 /* A thread whose only call into the allocator is a free in the last round of
  * key destructors (PTHREAD_DESTRUCTOR_ITERATIONS, 4 in glibc: a destructor
  * that sets its key again is called again, up to that many times), when no
@@ -384,6 +422,8 @@ static const self_case_t cases[] = {
     {"lean_keeps_little", lean_keeps_little, {"HAKMEM_PROFILE=lean"}},
     {"lean_cap_learns", lean_cap_learns, {"HAKMEM_PROFILE=lean"}},
     {"lean_gives_back_oldest_first", lean_gives_back_oldest_first,
+     {"HAKMEM_PROFILE=lean", "HAKMEM_SS_MEM_LEAN_TARGET_MB=16", "HAKMEM_PURGE_DELAY_MS=1000", "HAKMEM_BACKGROUND_PURGE=0"}},
+    {"lean_oldest_first_across_layers", lean_oldest_first_across_layers,
      {"HAKMEM_PROFILE=lean", "HAKMEM_SS_MEM_LEAN_TARGET_MB=16", "HAKMEM_PURGE_DELAY_MS=1000", "HAKMEM_BACKGROUND_PURGE=0"}},
     {"late_frees_strand_nothing", late_frees_strand_nothing, {NULL}},
 };
