@@ -379,14 +379,6 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
       ss->dirty_old = mode == HK_PURGE_DUE ? ss->dirty : 0;
       ss->dirty = 0;
       pending |= ss->dirty_old != 0;
-      if (l == 1 && hk_opt.ss_thp && !ss->bare && !ss->dirty_old) {
-        /* empty and its counted pages gone: the rest of its huge pages
-         * too, the header's unit but for the header */
-        size_t header = hk_align_up(sizeof *ss, HK_PAGE_SIZE);
-        decommit_units(ss, ~HK_SS_RESERVED);
-        hk_os_decommit((uint8_t *)ss + header, HK_UNIT_SIZE - header);
-        ss->bare = true;
-      }
     }
   }
   for (hk_superslab_t *ss = a->empty, *next; ss && a->nempty > hk_opt.warm_pool_size; ss = next) {
@@ -402,6 +394,15 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
     }
     hk_os_unmap(ss, HK_SS_SIZE);
     bytes += HK_PAGE_SIZE;  /* the header's page */
+  }
+  for (hk_superslab_t *ss = a->empty; ss && hk_opt.ss_thp; ss = ss->next) {
+    if (ss->bare || ss->dirty_old) continue;
+    /* kept empty, its counted pages gone: the rest of its huge pages too,
+     * the header's unit but for the header */
+    size_t header = hk_align_up(sizeof *ss, HK_PAGE_SIZE);
+    decommit_units(ss, ~HK_SS_RESERVED);
+    hk_os_decommit((uint8_t *)ss + header, HK_UNIT_SIZE - header);
+    ss->bare = true;
   }
   if (pending || a->nempty > hk_opt.warm_pool_size) hk_purge_note();
   return bytes;

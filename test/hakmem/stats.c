@@ -484,7 +484,7 @@ static void warm_pool_child(void) {
     for (size_t k = 1; k < sizeof vec; k++) pages += vec[k] & 1;
   }
   printf("  %zu SuperSlabs still mapped after malloc_trim: %zu pages resident besides their headers\n", kept, pages);
-  CHECK(pages <= kept);  /* a page at most, of one lent a unit since */
+  CHECK(pages <= 16);  /* a few, of those lent a unit since */
 }
 
 static void warm_pool_keeps_no_pages(void) {
