@@ -309,11 +309,17 @@ static void peak_never_wraps_child(void) {
   CHECK(pthread_join(t, NULL) == 0);
 }
 
-static void peak_never_wraps(void) {  /* in a new process: its counts start at 0 */
+/* Runs this program again as `name`, with the variable `var` (or none) set:
+ * it must exit 0. */
+static void run_child_case(const char *name, const char *var) {
   child_result_t res;
-  const char *env[] = {NULL};
-  run_self("peak", env, 30, &res);
+  const char *env[] = {var, NULL};
+  run_self(name, env, 30, &res);
   CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
+}
+
+static void peak_never_wraps(void) {  /* in a new process: its counts start at 0 */
+  run_child_case("peak", NULL);
 }
 
 /* ---- at exit, and while threads run ----------------------------------- */
@@ -376,12 +382,9 @@ static void exit_output(void) {
  * across exec) counts as resident only what is: blocks of 100 B aligned to
  * 2 MiB in huge regions leave no free units counted beside them. */
 static void no_huge_pages_counted_without_them(void) {
-  CHECK(prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0);
-  child_result_t res;
-  const char *env[] = {NULL};
-  run_self("no_thp", env, 30, &res);
+  CHECK(prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0);  /* inherited by the child */
+  run_child_case("no_thp", NULL);
   CHECK(prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0) == 0);
-  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
 }
 
 static void no_thp_child(void) {
@@ -421,12 +424,7 @@ static void cut_pages_child(void) {
   for (int i = 0; i < N; i++) free(p[i]);
 }
 
-static void no_huge_pages_counted_where_cut(void) {
-  child_result_t res;
-  const char *env[] = {NULL};
-  run_self("cut_pages", env, 30, &res);
-  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
-}
+static void no_huge_pages_counted_where_cut(void) { run_child_case("cut_pages", NULL); }
 
 /* With no purge delay, units are given back as they are freed, and the
  * SuperSlabs left empty beyond the warm pool are unmapped at the next tick
@@ -450,12 +448,7 @@ static void no_delay_child(void) {
   CHECK(after.mapped_bytes < 48 * MiB);
 }
 
-static void empty_superslabs_unmapped_without_delay(void) {
-  child_result_t res;
-  const char *env[] = {"HAKMEM_PURGE_DELAY_MS=0", NULL};
-  run_self("no_delay", env, 30, &res);
-  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
-}
+static void empty_superslabs_unmapped_without_delay(void) { run_child_case("no_delay", "HAKMEM_PURGE_DELAY_MS=0"); }
 
 /* malloc_trim leaves nothing resident in the SuperSlabs it keeps mapped
  * (the warm pool) but their headers' first page: where SuperSlabs are on
@@ -487,12 +480,7 @@ static void warm_pool_child(void) {
   CHECK(pages <= 16);  /* a few, of those lent a unit since */
 }
 
-static void warm_pool_keeps_no_pages(void) {
-  child_result_t res;
-  const char *env[] = {"HAKMEM_WARM_POOL_SIZE=8", NULL};
-  run_self("warm_pool", env, 30, &res);
-  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
-}
+static void warm_pool_keeps_no_pages(void) { run_child_case("warm_pool", "HAKMEM_WARM_POOL_SIZE=8"); }
 
 static atomic_int stop;
 
