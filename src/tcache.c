@@ -24,11 +24,12 @@ __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) = {.head =
  * without knowing its thread is alive (registry_prune). */
 typedef struct registered {
   hk_tcache_t *tc;
-  pid_t pid, tid;  /* its thread */
+  pid_t tid;  /* its thread */
 } registered_t;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static registered_t *registry;
 static size_t registry_n, registry_cap;
+static pid_t registry_pid;  /* the process the registered threads are of */
 static hk_front_t exited[HK_NCLASS + 1];
 
 /* Adds a change in the bytes out of the central caches to the process-wide
@@ -331,7 +332,7 @@ static int start_cap(unsigned c) {
  * with its stack); a refusal (a seccomp filter, EPERM) says nothing. */
 static bool thread_gone(const registered_t *r) {
   int error = errno;
-  bool gone = syscall(SYS_tgkill, r->pid, r->tid, 0) != 0 && errno == ESRCH;
+  bool gone = syscall(SYS_tgkill, registry_pid, r->tid, 0) != 0 && errno == ESRCH;
   errno = error;
   return gone;
 }
@@ -377,8 +378,9 @@ static bool registry_add(hk_tcache_t *tc) {
     registry = grown;
     registry_cap = cap;
   }
+  if (!registry_pid) registry_pid = getpid();
   tc->registered = (uint32_t)registry_n;
-  registry[registry_n++] = (registered_t){tc, getpid(), gettid()};
+  registry[registry_n++] = (registered_t){tc, gettid()};
   return true;
 }
 
@@ -422,11 +424,8 @@ void hk_thread_exit(void *arg) {
   note_out(tc, 0);
   if (hk_opt.front_dump) hk_front_print("thread", tc->front);
   hk_lock(&registry_lock);
-  size_t i = tc->registered;
-  hk_assert(i < registry_n && registry[i].tc == tc, "thread cache's place in the registry");
-  if (i >= registry_n || registry[i].tc != tc)
-    for (i = 0; i < registry_n && registry[i].tc != tc; i++) continue;
-  if (i < registry_n) registry_remove_at(i);
+  hk_assert(tc->registered < registry_n && registry[tc->registered].tc == tc, "thread cache not registered");
+  registry_remove_at(tc->registered);
   hk_front_add(exited, tc->front);
   hk_unlock(&registry_lock);
   hk_purge_poll();
@@ -476,7 +475,8 @@ void hk_tcache_fork_unlock(bool child) {
       registry[i] = registry[--registry_n];
       if (i < registry_n) registry[i].tc->registered = (uint32_t)i;
     }
-    if (registry_n) registry[0].pid = getpid(), registry[0].tid = gettid();
+    registry_pid = getpid();
+    if (registry_n) registry[0].tid = gettid();
     pthread_mutex_init(&registry_lock, NULL);
     atomic_store_explicit(&live_threads, (unsigned)registry_n, memory_order_relaxed);
   } else {
