@@ -98,9 +98,10 @@ typedef struct hak_class_stats {
 typedef struct hak_stats {
   size_t in_use_bytes;            /* in blocks the program holds, huge ones included */
   size_t peak_in_use_bytes;       /* the most bytes ever out of the central caches (in use plus in
-                                     thread caches), tracked on the slow paths in steps of 1 MiB
-                                     per thread and by every hak_stats_get: to within 1 MiB per
-                                     thread, and never below a figure returned before */
+                                     thread caches), tracked on the slow paths in steps per thread
+                                     (a rise of 1 MiB, a fall of 8 MiB) and by every hak_stats_get:
+                                     at most 1 MiB per thread below the true peak, at most 8 MiB per
+                                     other thread above it, and never below a figure returned before */
   size_t thread_cached_bytes;     /* in blocks in thread caches */
   size_t central_cached_bytes;    /* in blocks parked in the central caches or free in slabs */
   size_t huge_blocks;             /* blocks above 1 MiB in use */

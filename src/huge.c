@@ -43,27 +43,45 @@ typedef struct hk_region {
   /* Unit bitmaps; a jumbo region uses word 0 as a flag for its one block. */
   uint64_t used[HK_REGION_WORDS];   /* units in use; the header's, always */
   uint64_t dirty[HK_REGION_WORDS], dirty_old[HK_REGION_WORDS];  /* free units still resident, by purge epoch */
+  uint64_t warm[HK_REGION_WORDS];   /* both: what the searches read */
   uint64_t stale[HK_REGION_WORDS];  /* units that may hold old data (calloc clears them) */
   uint64_t split;                   /* bit h: huge page h (units 32h..32h+31) cut into small pages
                                        by a decommit of part of it: a fault there maps 4 KiB */
   uint16_t run[HK_REGION_UNITS];    /* units of the block starting at each unit */
   unsigned top;                     /* units from here on never used nor resident: not searched */
+  unsigned set;                     /* its set (jumbo regions: set 0) */
   struct hk_region *next, *prev;
 } hk_region_t;
 
-/* Spins a little before it sleeps: thread caches of large blocks above 256
- * KiB come here at a high rate, for a short hold each (larson with blocks of
- * 256 KiB-1 MiB on two threads: 1.4 times the speed of a plain mutex). */
-static pthread_mutex_t huge_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
-static hk_region_t *regions;       /* shared regions */
-static hk_region_t *jumbo_cache;   /* freed jumbo regions, newest first */
+/* The shared regions come in sets, one per SuperSlab arena, each under a
+ * lock of its own: a thread takes blocks from its arena's set, and a block
+ * goes back to its region's set.  One lock for all cost threads that take
+ * blocks of megabytes at once 5 times the time of one alone (bench/hb2:
+ * two threads, blocks of 1-2 MiB).  The lock spins a little before it
+ * sleeps: thread caches of large blocks above 256 KiB come here at a high
+ * rate, for a short hold each (larson with blocks of 256 KiB-1 MiB on two
+ * threads: 1.4 times the speed of a plain mutex).  Set 0 also keeps the
+ * jumbo regions. */
+typedef struct hk_huge_set {
+  pthread_mutex_t lock;
+  hk_region_t *regions;      /* shared regions */
+  size_t class_bytes;        /* bytes of the units of large-class blocks in use (hk_huge_take_class) */
+  size_t resident;           /* bytes of free units (and set 0: cached jumbo regions) still resident */
+  size_t live_blocks, live_bytes;  /* huge blocks in use and the bytes of their units */
+  size_t peak_blocks, peak_bytes;  /* the most of each there has been */
+} __attribute__((aligned(64))) hk_huge_set_t;
+static hk_huge_set_t sets[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP}};
+static hk_region_t *jumbo_cache;  /* freed jumbo regions, newest first (set 0's lock) */
 static unsigned jumbo_cached;
-static size_t live_blocks, live_bytes;  /* blocks in use and the bytes of their units */
-static size_t peak_blocks, peak_bytes;  /* the most of each there has been (malloc_stats) */
-static size_t class_bytes;  /* bytes of the units of large-class blocks in use (hk_huge_take_class) */
-static size_t resident;  /* bytes of free units and cached jumbo regions still resident (huge_lock) */
 
-size_t hk_huge_resident(void) { return __atomic_load_n(&resident, __ATOMIC_RELAXED); }
+static hk_huge_set_t *set_of(const hk_region_t *r) { return &sets[r->set]; }
+static hk_huge_set_t *own_set(void) { return &sets[hk_thread_arena()]; }
+
+size_t hk_huge_resident(void) {
+  size_t bytes = 0;
+  for (unsigned i = 0; i < HK_ARENAS; i++) bytes += __atomic_load_n(&sets[i].resident, __ATOMIC_RELAXED);
+  return bytes;
+}
 
 static size_t units(size_t size) { return (size + HK_UNIT_SIZE - 1) >> HK_UNIT_SHIFT; }
 static size_t units_bytes(size_t n) { return n << HK_UNIT_SHIFT; }
@@ -80,7 +98,7 @@ static unsigned bits_in(uint64_t x, uint64_t mask, unsigned len) {
 
 /* Clears (op 0), sets (op 1) or counts (op 2: w is only read) the bits
  * [at, at+n) of w, a word at a time; returns the count. */
-static unsigned bits_op(uint64_t *w, unsigned at, unsigned n, int op) {
+static inline __attribute__((always_inline)) unsigned bits_op(uint64_t *w, unsigned at, unsigned n, int op) {
   unsigned count = 0;
   for (unsigned i = at, end = at + n; i < end;) {
     unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
@@ -97,7 +115,8 @@ static void bits_set(uint64_t *w, unsigned at, unsigned n) { bits_op(w, at, n, 1
 static unsigned bits_count(const uint64_t *w, unsigned at, unsigned n) { return bits_op((uint64_t *)w, at, n, 2); }
 
 /* The first unit from `from` on, below `end`, whose bit is `value`; else `end`. */
-static unsigned bits_next(const uint64_t *w, unsigned from, bool value, unsigned end) {
+static inline __attribute__((always_inline)) unsigned bits_next(const uint64_t *w, unsigned from, bool value,
+                                                                 unsigned end) {
   if (from >= end) return end;
   uint64_t flip = value ? 0 : ~0ull;
   unsigned k = from / 64, words = (end + 63) / 64;
@@ -126,11 +145,11 @@ typedef struct hk_fit {
 } hk_fit_t;
 
 static void fit_try(hk_fit_t *f, const uint64_t *warm, unsigned p, unsigned n, unsigned lo, unsigned hi) {
-  unsigned k = n - bits_count(warm, p, n), s = hi - lo - n, e = hk_min(p - lo, hi - n - p);
-  if (f->at < 0 ? k < f->cold
-                : k < f->cold || (k == f->cold && (s < f->slack || (s == f->slack && (e < f->edge ||
-                                                                                     (e == f->edge && (int)p < f->at))))))
-    *f = (hk_fit_t){(int)p, k, s, e};
+  unsigned s = hi - lo - n, e = hk_min(p - lo, hi - n - p);
+  bool closer = s < f->slack || (s == f->slack && (e < f->edge || (e == f->edge && (int)p < f->at)));
+  if (f->at >= 0 && f->cold == 0 && !closer) return;  /* no count of cold units beats it */
+  unsigned k = n - bits_count(warm, p, n);
+  if (f->at < 0 ? k < f->cold : k < f->cold || (k == f->cold && closer)) *f = (hk_fit_t){(int)p, k, s, e};
 }
 
 int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n, unsigned step,
@@ -171,7 +190,15 @@ static bool region_empty(const hk_region_t *r) {
 }
 
 /* Free units still resident, word k. */
-static uint64_t resident_free(const hk_region_t *r, unsigned k) { return r->dirty[k] | r->dirty_old[k]; }
+static uint64_t resident_free(const hk_region_t *r, unsigned k) { return r->warm[k]; }
+
+/* The standard build's check that `warm` is what it stands for. */
+static bool warm_kept(const hk_region_t *r) {
+  for (unsigned k = 0; k < HK_REGION_WORDS; k++)
+    if (r->warm[k] != (r->dirty[k] | r->dirty_old[k]) || (r->dirty[k] & r->dirty_old[k]) || (r->warm[k] & r->used[k]))
+      return false;
+  return true;
+}
 
 /* The region of a block: its header lies in the region-aligned 2 MiB before
  * or below the block. */
@@ -237,7 +264,7 @@ static void guard(hk_region_t *r, void *p, bool on) {
 
 /* Maps a region of `size` bytes whose block, `offset` bytes in, is aligned to
  * `alignment` (the region itself to HK_REGION_SIZE). */
-static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
+static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, unsigned set) {
   size_t align = hk_max(alignment, HK_REGION_SIZE);
   hk_region_t *r = offset == 0 ? hk_os_space_take(size) : NULL;  /* shared: never resized */
   if (!r) r = hk_os_map_aligned(size, align, align > HK_REGION_SIZE ? offset : 0);
@@ -258,6 +285,7 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment) {
   if (offset) r->used[0] = 1;
   else bits_set(r->used, 0, HK_REGION_HEADER_UNITS);
   r->top = HK_REGION_HEADER_UNITS;
+  r->set = set;
   hk_class_map_set(r, 1, HK_MAP_REGION);
   return r;
 }
@@ -281,6 +309,7 @@ static size_t decommit_units(hk_region_t *r, unsigned k, uint64_t bits) {
     bytes += units_bytes(n);
   }
   if (hk_opt.decommit == HK_DECOMMIT_DONTNEED) r->stale[k] &= ~cleared;
+  r->warm[k] &= ~bits;
   for (unsigned h = 2 * k; h < 2 * k + 2; h++)
     if ((bits & page_mask(h)) && (bits & page_mask(h)) != page_mask(h)) r->split |= 1ull << h;
   return bytes;
@@ -309,15 +338,17 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
     r->used[k] |= mask;
     r->dirty[k] &= ~mask;
     r->dirty_old[k] &= ~mask;
+    r->warm[k] &= ~mask;
     i += len;
   }
-  if (reused) hk_resident_add(&resident, -(ptrdiff_t)units_bytes(reused));
+  if (reused) hk_resident_add(&set_of(r)->resident, -(ptrdiff_t)units_bytes(reused));
   if (reused != n) hk_purge_fresh(units_bytes(n - reused));
   for (int i = 0; i < 2 && (i == 0 || ends[1] != ends[0]); i++) {
     unsigned k = ends[i] / 2;
     uint64_t faulted = fresh[i] ? page_mask(ends[i]) & ~r->used[k] : 0;
     r->dirty[k] |= faulted;
-    if (faulted) hk_resident_add(&resident, (ptrdiff_t)units_bytes((size_t)__builtin_popcountll(faulted)));
+    r->warm[k] |= faulted;
+    if (faulted) hk_resident_add(&set_of(r)->resident, (ptrdiff_t)units_bytes((size_t)__builtin_popcountll(faulted)));
   }
 }
 
@@ -331,7 +362,8 @@ static void release_units(hk_region_t *r, unsigned u, unsigned n) {
     }
   } else {
     bits_set(r->dirty, u, n);
-    hk_resident_add(&resident, (ptrdiff_t)units_bytes(n));
+    bits_set(r->warm, u, n);
+    hk_resident_add(&set_of(r)->resident, (ptrdiff_t)units_bytes(n));
   }
 }
 
@@ -362,25 +394,49 @@ static void *place(hk_region_t *r, unsigned u, unsigned n, bool zero, size_t siz
   return p;
 }
 
-/* A block of n units from a shared region, the best place as hk_region_fit
- * sees it.  Called with huge_lock held; NULL if no region can be mapped. */
-static void *shared_alloc(unsigned n, size_t alignment, bool zero, size_t size, bool *clean) {
-  unsigned step = (unsigned)hk_max(alignment >> HK_UNIT_SHIFT, 1);
+/* The best place for n units at a multiple of `step` in set h's regions,
+ * as hk_region_fit sees it, with at most `limit` cold units: its region, *u
+ * and *cold; NULL if there is none. */
+static hk_region_t *best_fit(const hk_huge_set_t *h, unsigned n, unsigned step, unsigned limit, int *u,
+                             unsigned *cold) {
   hk_region_t *r = NULL;
+  unsigned best = limit + 1, best_slack = HK_REGION_UNITS, c, slack;
+  for (hk_region_t *s = h->regions; s && (best || best_slack); s = s->next) {
+    hk_assert(warm_kept(s), "a huge region's resident free units");
+    int at = hk_region_fit(s->used, s->warm, s->top, n, step, hk_min(best, limit), &c, &slack);
+    if (at >= 0 && (c < best || (c == best && slack < best_slack))) r = s, *u = at, best = c, best_slack = slack;
+  }
+  *cold = best;
+  return r;
+}
+
+/* A block of n units from a shared region, called with the lock of set *h
+ * held: the best place in its regions, unless that needs fresh pages and
+ * another set, whose lock is free, has a place all resident (a set does not
+ * keep resident what others could use: thread churn, where threads free
+ * what others of other arenas took, peaked 10 MiB higher without); else a
+ * new region of *h.  *h is then the set of the block, whose lock is held.
+ * NULL if no region can be mapped. */
+static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, bool zero, size_t size, bool *clean) {
+  unsigned step = (unsigned)hk_max(alignment >> HK_UNIT_SHIFT, 1), cold;
   int u = -1;
-  unsigned best = n + 1, best_slack = HK_REGION_UNITS, cold, slack;
-  uint64_t warm[HK_REGION_WORDS];
-  for (hk_region_t *s = regions; s && (best || best_slack); s = s->next) {
-    unsigned words = (s->top + 63) / 64;
-    for (unsigned k = 0; k < words; k++) warm[k] = resident_free(s, k);
-    memset(warm + words, 0, (HK_REGION_WORDS - words) * sizeof warm[0]);
-    int at = hk_region_fit(s->used, warm, s->top, n, step, hk_min(best, n), &cold, &slack);
-    if (at >= 0 && (cold < best || (cold == best && slack < best_slack))) r = s, u = at, best = cold, best_slack = slack;
+  hk_region_t *r = best_fit(*h, n, step, n, &u, &cold);
+  for (unsigned i = 0; i < HK_ARENAS && (!r || cold); i++) {
+    hk_huge_set_t *o = &sets[i];
+    if (o == *h || hk_trylock(&o->lock)) continue;
+    int v;
+    hk_region_t *s = best_fit(o, n, step, 0, &v, &cold);
+    if (s) {
+      hk_unlock(&(*h)->lock);
+      *h = o;
+      return place(s, (unsigned)v, n, zero, size, clean);
+    }
+    hk_unlock(&o->lock);
   }
   if (!r) {
-    r = region_map(HK_REGION_SIZE, 0, 0);
+    r = region_map(HK_REGION_SIZE, 0, 0, (unsigned)(*h - sets));
     if (!r) return NULL;
-    hk_list_push(&regions, r);
+    hk_list_push(&(*h)->regions, r);
     u = (int)first_start(step);
   }
   return place(r, (unsigned)u, n, zero, size, clean);
@@ -421,44 +477,53 @@ static int first_warm_run(const hk_region_t *r, unsigned n) {
 void *hk_huge_take_class(unsigned cls, bool *zero) {
   unsigned n = (unsigned)units(hk_classes[cls].size);
   void *p = NULL;
-  hk_lock(&huge_lock);
-  for (hk_region_t *r = regions; r && !p; r = r->next) {
-    int u = first_warm_run(r, n);
-    if (u >= 0) p = place(r, (unsigned)u, n, false, 0, zero);
+  unsigned own = (unsigned)(own_set() - sets);
+  for (unsigned i = 0; i < HK_ARENAS && !p; i++) {  /* its set, else (out of memory) the others */
+    hk_huge_set_t *h = &sets[(own + i) % HK_ARENAS];
+    hk_lock(&h->lock);
+    for (hk_region_t *r = h->regions; r && !p; r = r->next) {
+      int u = first_warm_run(r, n);
+      if (u >= 0) p = place(r, (unsigned)u, n, false, 0, zero);
+    }
+    if (!p) p = shared_alloc(&h, n, 1, false, 0, zero);
+    if (p) {
+      mark(p, (uint8_t)cls);
+      __atomic_store_n(&h->class_bytes, h->class_bytes + units_bytes(n), __ATOMIC_RELAXED);
+    }
+    hk_unlock(&h->lock);
   }
-  if (!p) p = shared_alloc(n, 1, false, 0, zero);
-  if (p) {
-    mark(p, (uint8_t)cls);
-    class_bytes += units_bytes(n);
-  }
-  hk_unlock(&huge_lock);
   return p;
 }
 
 void hk_huge_release_class(unsigned cls, void *chain) {
   unsigned n = (unsigned)units(hk_classes[cls].size);
-  hk_lock(&huge_lock);
+  hk_huge_set_t *h = NULL;  /* locked: the set of the blocks so far */
   while (chain != HK_END) {
     void *b = chain;
     chain = hk_next(b);
     hk_region_t *r = region_of(b);
+    if (set_of(r) != h) {
+      if (h) hk_unlock(&h->lock);
+      h = set_of(r);
+      hk_lock(&h->lock);
+    }
     unsigned u = (unsigned)(((uintptr_t)b - (uintptr_t)r) >> HK_UNIT_SHIFT);
     if (hk_unlikely(r->run[u] != n || !(r->used[u / 64] >> (u % 64) & 1))) {
-      hk_unlock(&huge_lock);
+      hk_unlock(&h->lock);
       hk_fatal("free(): invalid pointer", b);
     }
     mark(b, 0);
     release_units(r, u, n);  /* run[u] stays, as for huge blocks */
-    class_bytes -= units_bytes(n);
+    __atomic_store_n(&h->class_bytes, h->class_bytes - units_bytes(n), __ATOMIC_RELAXED);
     if (region_empty(r)) hk_purge_note();
   }
-  hk_unlock(&huge_lock);
+  if (h) hk_unlock(&h->lock);
 }
 
 /* A jumbo region for `size` bytes: one from the cache whose block is at
  * most a quarter too big, else a new one.  A cached region keeps the offset
  * of its block (2 MiB, or the alignment it was made for: a multiple of 2
- * MiB that serves any request here).  Called with huge_lock held. */
+ * MiB that serves any request here).  Called with set 0's lock held. */
 static void *jumbo_alloc(size_t size, size_t alignment, bool zero) {
   size_t offset = hk_max(hk_min(alignment, HK_REGION_SIZE), HK_GRANULE);
   size_t total = offset + hk_align_up(hk_max(size, 1), hk_os_page_size());  /* a block within its mapping */
@@ -468,7 +533,7 @@ static void *jumbo_alloc(size_t size, size_t alignment, bool zero) {
       if (cap < size || cap - size > size / 4) continue;
       hk_list_remove(&jumbo_cache, r);
       jumbo_cached--;
-      if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&resident, -(ptrdiff_t)cap);
+      if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&set_of(r)->resident, -(ptrdiff_t)cap);
       r->dirty[0] = r->dirty_old[0] = 0;
       r->used[0] = 1;
       if (zero && r->stale[0]) memset((uint8_t *)r + r->offset, 0, size);
@@ -476,7 +541,7 @@ static void *jumbo_alloc(size_t size, size_t alignment, bool zero) {
       return (uint8_t *)r + r->offset;
     }
   }
-  hk_region_t *r = region_map(total, offset, alignment);
+  hk_region_t *r = region_map(total, offset, alignment, 0);
   if (!r) return NULL;
   r->stale[0] = 1;
   return (uint8_t *)r + offset;
@@ -489,7 +554,7 @@ static void region_unmap(hk_region_t *r) {
 }
 
 static void jumbo_unmap(hk_region_t *r) {
-  if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&resident, -(ptrdiff_t)(r->size - r->offset));
+  if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&set_of(r)->resident, -(ptrdiff_t)(r->size - r->offset));
   region_unmap(r);
 }
 
@@ -506,10 +571,14 @@ static size_t unmap_cached(size_t want, size_t bytes) {
   return bytes;
 }
 
-/* Called with huge_lock held, after the live counts grew. */
-static void note_peaks(void) {
-  peak_blocks = hk_max(peak_blocks, live_blocks);
-  peak_bytes = hk_max(peak_bytes, live_bytes - live_blocks * HK_GUARD);
+/* Set h's live counts change by `blocks` and `bytes` (its lock held); the
+ * peaks follow.  Written for readers without the lock. */
+static void count_live(hk_huge_set_t *h, ptrdiff_t blocks, ptrdiff_t bytes) {
+  size_t b = h->live_blocks + (size_t)blocks, n = h->live_bytes + (size_t)bytes;
+  __atomic_store_n(&h->live_blocks, b, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->live_bytes, n, __ATOMIC_RELAXED);
+  if (b > h->peak_blocks) __atomic_store_n(&h->peak_blocks, b, __ATOMIC_RELAXED);
+  if (n - b * HK_GUARD > h->peak_bytes) __atomic_store_n(&h->peak_bytes, n - b * HK_GUARD, __ATOMIC_RELAXED);
 }
 
 void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
@@ -521,36 +590,37 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   }
   size += HK_GUARD;
   size_t n = hk_max(units(size), 1);
-  void *p;
+  void *p = NULL;
   /* Out of address space or memory: what is free and still mapped goes
-   * back (malloc_trim), and one more try, whatever that gave back: parked
-   * blocks sent home may have emptied slabs. */
-  for (int tries = 0; tries < 2; tries++) {
-    hk_lock(&huge_lock);
-    p = fits_region(n, alignment) ? shared_alloc((unsigned)n, alignment, zero, size, NULL)
-                                  : jumbo_alloc(size, alignment, zero);
-    if (p) break;
-    hk_unlock(&huge_lock);
-    if (tries) {
-      errno = ENOMEM;
-      return NULL;
+   * back (malloc_trim), and one more try, whatever that gave back (parked
+   * blocks sent home may have emptied slabs), then in the other sets'
+   * regions. */
+  bool shared = fits_region(n, alignment);
+  hk_huge_set_t *own = shared ? own_set() : &sets[0], *h = own;
+  for (unsigned tries = 0; !p; tries++) {  /* its set, again after a purge, then the others */
+    if (tries == 1) hk_purge_all();
+    if (tries >= 2) {
+      if (!shared || tries - 2 >= HK_ARENAS) {
+        errno = ENOMEM;
+        return NULL;
+      }
+      if ((h = &sets[tries - 2]) == own) continue;
     }
-    hk_purge_all();
+    hk_lock(&h->lock);
+    p = shared ? shared_alloc(&h, (unsigned)n, alignment, zero, size, NULL) : jumbo_alloc(size, alignment, zero);
+    if (!p) hk_unlock(&h->lock);
   }
-  {
-    mark(p, HK_MAP_HUGE);
-    guard(region_of(p), p, true);
-    live_blocks++;
-    live_bytes += block_bytes(region_of(p), p);
-    note_peaks();
-    hk_stats_out((ptrdiff_t)block_bytes(region_of(p), p));
-  }
-  hk_unlock(&huge_lock);
+  mark(p, HK_MAP_HUGE);
+  guard(region_of(p), p, true);
+  size_t bytes = block_bytes(region_of(p), p);
+  count_live(h, 1, (ptrdiff_t)bytes);
+  hk_unlock(&h->lock);
+  hk_note_out((ptrdiff_t)bytes);
   hk_purge_poll();
   return p;
 }
 
-/* Frees the block of region r at p; called with huge_lock held. */
+/* Frees the block of region r at p; called with its set's lock held. */
 static void free_locked(hk_region_t *r, void *p) {
   mark(p, 0);
   if (!r->offset) {
@@ -565,32 +635,43 @@ static void free_locked(hk_region_t *r, void *p) {
     return;
   }
   r->dirty[0] = 1;
-  hk_resident_add(&resident, (ptrdiff_t)(r->size - r->offset));
+  hk_resident_add(&set_of(r)->resident, (ptrdiff_t)(r->size - r->offset));
   hk_list_push(&jumbo_cache, r);
   if (++jumbo_cached > HK_JUMBO_CACHE) unmap_cached(1, 0);
 }
 
+/* Locks the set of live huge block p's region and returns it, or NULL,
+ * with no lock held, if p is not one.  The class map vouches for p before
+ * its region's header is read, and again, with the rest, under the lock. */
+static hk_huge_set_t *lock_set_of(const void *p, hk_region_t **r) {
+  *r = lookup(p);
+  if (!*r) return NULL;
+  hk_huge_set_t *h = set_of(*r);
+  hk_lock(&h->lock);
+  if ((*r = lookup(p)) && set_of(*r) == h) return h;
+  hk_unlock(&h->lock);
+  return NULL;
+}
+
 void hk_huge_free(void *p) {
-  hk_lock(&huge_lock);
-  hk_region_t *r = lookup(p);
-  if (!r) {
-    hk_unlock(&huge_lock);
-    hk_misuse("free", p, HK_MAP_HUGE);
-  }
+  hk_region_t *r;
+  hk_huge_set_t *h = lock_set_of(p, &r);
+  if (!h) hk_misuse("free", p, HK_MAP_HUGE);
   guard(r, p, false);
-  live_blocks--;
-  live_bytes -= block_bytes(r, p);
-  hk_stats_out(-(ptrdiff_t)block_bytes(r, p));
+  size_t bytes = block_bytes(r, p);
+  count_live(h, -1, -(ptrdiff_t)bytes);
   free_locked(r, p);
-  hk_unlock(&huge_lock);
+  hk_unlock(&h->lock);
+  hk_note_out(-(ptrdiff_t)bytes);
   hk_purge_poll();
 }
 
 size_t hk_huge_usable_size(const void *p) {
-  hk_lock(&huge_lock);
-  hk_region_t *r = lookup(p);
-  size_t n = r ? block_bytes(r, p) - HK_GUARD : 0;
-  hk_unlock(&huge_lock);
+  hk_region_t *r;
+  hk_huge_set_t *h = lock_set_of(p, &r);
+  if (!h) return 0;
+  size_t n = block_bytes(r, p) - HK_GUARD;
+  hk_unlock(&h->lock);
   return n;
 }
 
@@ -656,14 +737,11 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
 }
 
 void *hk_huge_realloc(void *p, size_t size) {
-  hk_lock(&huge_lock);
-  hk_region_t *r = lookup(p);
-  if (!r) {
-    hk_unlock(&huge_lock);
-    hk_misuse("realloc", p, HK_MAP_HUGE);
-  }
+  hk_region_t *r;
+  hk_huge_set_t *h = lock_set_of(p, &r);
+  if (!h) hk_misuse("realloc", p, HK_MAP_HUGE);
   if (size > (size_t)PTRDIFF_MAX - HK_REGION_SIZE) {
-    hk_unlock(&huge_lock);
+    hk_unlock(&h->lock);
     errno = ENOMEM;
     return NULL;
   }
@@ -672,14 +750,13 @@ void *hk_huge_realloc(void *p, size_t size) {
   void *q = r->offset ? jumbo_resize(r, size + HK_GUARD) : shared_resize(r, p, size + HK_GUARD) ? p : NULL;
   hk_region_t *now = q ? region_of(q) : r;
   guard(now, q ? q : p, true);
+  size_t bytes = q ? block_bytes(now, q) : old_bytes;
+  count_live(h, 0, (ptrdiff_t)bytes - (ptrdiff_t)old_bytes);
+  hk_unlock(&h->lock);
   if (q) {  /* resized where it was, or its pages moved: the same block */
-    size_t bytes = block_bytes(now, q);
-    live_bytes += bytes - old_bytes;
-    note_peaks();
-    hk_stats_out((ptrdiff_t)bytes - (ptrdiff_t)old_bytes);
+    hk_note_out((ptrdiff_t)bytes - (ptrdiff_t)old_bytes);
+    return q;
   }
-  hk_unlock(&huge_lock);
-  if (q) return q;
   /* A copy: out of its shared region, or a jumbo block mremap would not
    * move (the program split its mapping: mlock, mprotect, madvise on part) */
   q = hk_huge_alloc(size, 16, false);
@@ -692,44 +769,50 @@ void *hk_huge_realloc(void *p, size_t size) {
 /* Gives back the huge blocks' free memory as superslab.c's purges do for
  * units (see there): units of shared regions, then whole regions: empty
  * shared ones beyond the first, and cached jumbo ones.  Returns the bytes. */
-size_t hk_huge_purge(int mode, size_t want) {
-  size_t bytes = 0;
-  if (hk_opt.decommit == HK_DECOMMIT_OFF) return 0;  /* free memory stays, counted as resident */
-  unsigned empty = 0;  /* the first empty region stays */
-  bool pending = false;
-  hk_lock(&huge_lock);
-  if (mode == HK_PURGE_OLD || mode == HK_PURGE_DIRTY) {
-    for (int old = 1; old >= (mode == HK_PURGE_OLD); old--) {
-      for (hk_region_t *r = regions; r && bytes < want; r = r->next) {
-        uint64_t *bits = old ? r->dirty_old : r->dirty;
-        for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
-          size_t n = bits[k] ? decommit_units(r, k, bits[k]) : 0;
-          bits[k] = 0;
-          if (n) hk_resident_add(&resident, -(ptrdiff_t)n);
-          bytes += n;
-        }
-      }
+/* Units of set h's regions given back: its dirty ones in the epoch `old`,
+ * while `bytes` < `want`; returns the new total. */
+static size_t purge_epoch(hk_huge_set_t *h, bool old, size_t want, size_t bytes) {
+  hk_lock(&h->lock);
+  for (hk_region_t *r = h->regions; r && bytes < want; r = r->next) {
+    uint64_t *bits = old ? r->dirty_old : r->dirty;
+    for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
+      size_t n = bits[k] ? decommit_units(r, k, bits[k]) : 0;
+      bits[k] = 0;
+      if (n) hk_resident_add(&h->resident, -(ptrdiff_t)n);
+      bytes += n;
     }
-    if (mode == HK_PURGE_DIRTY) bytes = unmap_cached(want, bytes);
-    hk_unlock(&huge_lock);
-    return bytes;
   }
-  for (hk_region_t *r = regions, *next; r; r = next) {
+  hk_unlock(&h->lock);
+  return bytes;
+}
+
+/* A tick (HK_PURGE_DUE: what was dirty a tick ago) or all (HK_PURGE_ALL) of
+ * set h; its empty regions but the first are unmapped once nothing of them
+ * waits.  Returns the bytes; *pending: some wait for the next tick. */
+static size_t purge_set(hk_huge_set_t *h, int mode, bool *pending) {
+  size_t bytes = 0;
+  unsigned empty = 0;  /* the first empty region stays */
+  hk_lock(&h->lock);
+  for (hk_region_t *r = h->regions, *next; r; r = next) {
     next = r->next;
     bool dirty_old = false;
     for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
       uint64_t bits = mode == HK_PURGE_DUE ? r->dirty_old[k] : resident_free(r, k);
       size_t n = bits ? decommit_units(r, k, bits) : 0;
-      if (n) hk_resident_add(&resident, -(ptrdiff_t)n);
+      if (n) hk_resident_add(&h->resident, -(ptrdiff_t)n);
       bytes += n;
       r->dirty_old[k] = mode == HK_PURGE_DUE ? r->dirty[k] : 0;
       r->dirty[k] = 0;
       dirty_old |= r->dirty_old[k] != 0;
     }
-    pending |= dirty_old;
+    *pending |= dirty_old;
     if (!region_empty(r) || empty++ == 0 || dirty_old) continue;
-    hk_list_remove(&regions, r);
+    hk_list_remove(&h->regions, r);
     region_unmap(r);
+  }
+  if (h != sets) {
+    hk_unlock(&h->lock);
+    return bytes;
   }
   if (mode == HK_PURGE_ALL) bytes = unmap_cached(SIZE_MAX, bytes);
   for (hk_region_t *r = jumbo_cache, *next; r; r = next) {  /* a tick: the cache ages */
@@ -742,31 +825,64 @@ size_t hk_huge_purge(int mode, size_t want) {
     } else {
       r->dirty_old[0] = r->dirty[0];
       r->dirty[0] = 0;
-      pending = true;
+      *pending = true;
     }
   }
-  hk_unlock(&huge_lock);
+  hk_unlock(&h->lock);
+  return bytes;
+}
+
+/* Gives back the huge blocks' free memory as superslab.c's purges do for
+ * units (see there): units of shared regions, then whole regions: empty
+ * shared ones beyond the first of each set, and cached jumbo ones.  Returns
+ * the bytes. */
+size_t hk_huge_purge(int mode, size_t want) {
+  size_t bytes = 0;
+  if (hk_opt.decommit == HK_DECOMMIT_OFF) return 0;  /* free memory stays, counted as resident */
+  if (mode == HK_PURGE_OLD || mode == HK_PURGE_DIRTY) {  /* the oldest first, across the sets */
+    for (int old = 1; old >= (mode == HK_PURGE_OLD); old--)
+      for (unsigned i = 0; i < HK_ARENAS; i++) bytes = purge_epoch(&sets[i], old, want, bytes);
+    if (mode == HK_PURGE_DIRTY) {
+      hk_lock(&sets[0].lock);
+      bytes = unmap_cached(want, bytes);
+      hk_unlock(&sets[0].lock);
+    }
+    return bytes;
+  }
+  bool pending = false;
+  for (unsigned i = 0; i < HK_ARENAS; i++) bytes += purge_set(&sets[i], mode, &pending);
   if (pending) hk_purge_note();
   return bytes;
 }
 
+/* Summed over the sets, each read as it is.  The peaks are each set's
+ * peaks summed: the process's own, with one set in use (one thread, or
+ * threads of one arena); with more, at most that much above it. */
 void hk_huge_counts(size_t *blocks, size_t *bytes, bool peak) {
-  hk_lock(&huge_lock);
-  *blocks = peak ? peak_blocks : live_blocks;
-  *bytes = peak ? peak_bytes : live_bytes - live_blocks * HK_GUARD;
-  hk_unlock(&huge_lock);
+  *blocks = *bytes = 0;
+  for (unsigned i = 0; i < HK_ARENAS; i++) {
+    const hk_huge_set_t *h = &sets[i];
+    size_t b = __atomic_load_n(peak ? &h->peak_blocks : &h->live_blocks, __ATOMIC_RELAXED);
+    size_t n = __atomic_load_n(peak ? &h->peak_bytes : &h->live_bytes, __ATOMIC_RELAXED);
+    *blocks += b;
+    *bytes += peak ? n : n - hk_min(n, b * HK_GUARD);
+  }
 }
 
 size_t hk_huge_used_bytes(void) {
-  hk_lock(&huge_lock);
-  size_t bytes = live_bytes + class_bytes;
-  hk_unlock(&huge_lock);
+  size_t bytes = 0;
+  for (unsigned i = 0; i < HK_ARENAS; i++)
+    bytes += __atomic_load_n(&sets[i].live_bytes, __ATOMIC_RELAXED) + __atomic_load_n(&sets[i].class_bytes, __ATOMIC_RELAXED);
   return bytes;
 }
 
-void hk_huge_fork_lock(void) { hk_lock(&huge_lock); }
+void hk_huge_fork_lock(void) {
+  for (unsigned i = 0; i < HK_ARENAS; i++) hk_lock(&sets[i].lock);
+}
 
 void hk_huge_fork_unlock(bool child) {
-  if (child) huge_lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
-  else hk_unlock(&huge_lock);
+  for (unsigned i = 0; i < HK_ARENAS; i++) {
+    if (child) sets[i].lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+    else hk_unlock(&sets[i].lock);
+  }
 }

@@ -7,7 +7,8 @@
  *   malloc(n) = hk_malloc_fast            n <= 8 KiB and the class's list starts with a block
  *                                         marked free: pop
  *     hk_malloc_slow                      (tcache.c)
- *       hk_huge_alloc                     n > 1 MiB: units of a region, best fit (huge.c)
+ *       hk_huge_alloc                     n > 1 MiB: units of a region of the thread's arena's
+ *                                         set, best fit, else another set's resident ones (huge.c)
  *         region_map -> hk_os_space_take or hk_os_map_aligned, hk_os_advise_huge  (os.c)
  *       hk_malloc_class -> tcache_refill  the list is empty (else hk_misuse_freed: its first
  *                                         block was handed out before, or written to)
@@ -156,7 +157,8 @@ enum { HK_OVERFLOW_PARKED = 1,   /* the last overflow's batch was parked */
        HK_OVERFLOW_UNPARKED,     /* it went back to its slabs */
        HK_OVERFLOW_UNPARKED2 };  /* so did the one before */
 #define HK_FREES_BEFORE_CACHE 32 /* frees a thread makes before its first malloc without a cache */
-#define HK_STATS_STEP ((ptrdiff_t)1 << 20)  /* see out_pending */
+#define HK_STATS_STEP ((ptrdiff_t)1 << 20)   /* see note_out (tcache.c) */
+#define HK_STATS_SLACK ((ptrdiff_t)8 << 20)
 
 typedef struct hk_class_info {
   uint32_t size;           /* block size */
@@ -544,6 +546,8 @@ HK_HIDDEN void hk_central_fork_unlock(bool child);
 /* ---- thread caches (tcache.c) ---------------------------------------------- */
 HK_HIDDEN void *hk_malloc_class(unsigned cls);
 HK_HIDDEN void hk_thread_init(hk_tcache_t *tc);
+HK_HIDDEN unsigned hk_thread_arena(void);        /* the calling thread's arena; its cache made if it had none */
+HK_HIDDEN void hk_note_out(ptrdiff_t bytes);     /* the calling thread's bytes out grew/shrank (huge blocks) */
 HK_HIDDEN void hk_tcache_flush(hk_tcache_t *tc);
 HK_HIDDEN void hk_thread_exit(void *arg);
 HK_HIDDEN void hk_front_add(hk_front_t *sum, const hk_front_t *f);

@@ -81,7 +81,7 @@ HK_EXPORT void hak_stats_get(hak_stats_t *s) {
   }
   hk_huge_counts(&s->huge_blocks, &s->huge_bytes, false);
   s->in_use_bytes += s->huge_bytes;
-  /* what is seen here counts too: the slow paths report in steps of up to 1 MiB per thread */
+  /* what is seen here counts too: the slow paths report in steps (note_out, tcache.c) */
   s->peak_in_use_bytes = note_peak(s->in_use_bytes + s->thread_cached_bytes);
   s->free_resident_bytes = hk_purge_resident();
   s->committed_bytes = hk_superslab_used_bytes() + hk_huge_used_bytes() + s->free_resident_bytes;

@@ -33,11 +33,16 @@ static pid_t registry_pid;  /* the process the registered threads are of */
 static hk_front_t exited[HK_NCLASS + 1];
 
 /* Adds a change in the bytes out of the central caches to the process-wide
- * figure (and its peak) in steps of HK_STATS_STEP, so that threads do not
- * share a cache line on every batch they move. */
+ * figure (and its peak) in steps, so that threads do not share a cache line
+ * on every batch or huge block they move: a rise of HK_STATS_STEP, a fall of
+ * HK_STATS_SLACK.  A thread that frees and takes back blocks of megabytes
+ * reports nothing while its bytes stay within the slack.  So the peak is at
+ * most HK_STATS_STEP per thread below the true one, and, since a thread's
+ * unreported fall may meet another's reported rise, at most HK_STATS_SLACK
+ * per other thread above it. */
 static void note_out(hk_tcache_t *tc, ptrdiff_t bytes) {
   tc->out_pending += bytes;
-  if (tc->out_pending > HK_STATS_STEP || tc->out_pending < -HK_STATS_STEP || tc->state != HK_TC_ACTIVE) {
+  if (tc->out_pending > HK_STATS_STEP || tc->out_pending < -HK_STATS_SLACK || tc->state != HK_TC_ACTIVE) {
     hk_stats_out(tc->out_pending);
     tc->out_pending = 0;
   }
@@ -382,6 +387,13 @@ static bool registry_add(hk_tcache_t *tc) {
   tc->registered = (uint32_t)registry_n;
   registry[registry_n++] = (registered_t){tc, gettid()};
   return true;
+}
+
+void hk_note_out(ptrdiff_t bytes) { note_out(&hk_tc, bytes); }
+
+unsigned hk_thread_arena(void) {
+  if (hk_unlikely(hk_tc.state == HK_TC_UNINIT)) hk_thread_init(&hk_tc);
+  return hk_tc.arena;
 }
 
 void hk_thread_init(hk_tcache_t *tc) {

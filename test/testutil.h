@@ -322,16 +322,22 @@ static inline size_t proc_status_kib(const char *field) {
   return kib;
 }
 
-/* Memory the allocator holds: hakmem's mapped bytes when it is in the process,
- * otherwise the resident set size. */
+/* Memory the allocator holds: hakmem's committed bytes (in use, cached, and
+ * free but resident: untouched blocks count too) when it is in the process,
+ * otherwise the resident set size.  Not hakmem's mapped bytes: address space
+ * made accessible once and kept (a huge region per arena) is not memory. */
 static inline size_t heap_footprint(void) {
-  hak_os_stats_t s;
-  if (get_os_stats(&s)) return (size_t)s.mapped_bytes;
+  void (*get)(hak_stats_t *) = (void (*)(hak_stats_t *))hakmem_sym("hak_stats_get");
+  if (get) {
+    hak_stats_t s;
+    get(&s);
+    return s.committed_bytes;
+  }
   return proc_status_kib("VmRSS") * 1024;
 }
 
 static inline const char *footprint_name(void) {
-  return hakmem_active() ? "hak_os_stats mapped_bytes" : "VmRSS";
+  return hakmem_active() ? "hak_stats committed_bytes" : "VmRSS";
 }
 
 #define MiB ((size_t)1 << 20)

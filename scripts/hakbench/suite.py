@@ -65,6 +65,10 @@ SUITE = (
           (3, 2, 1, 1 << 20, 4 << 20)),
     Bench("big_blocks-2-24M", "big_blocks", (1000, 16, 1, 2 << 20, 24 << 20), (100, 16, 1, 2 << 20, 24 << 20),
           (3, 2, 1, 2 << 20, 3 << 20)),
+    # two threads at once, blocks of 1-4 MiB, one byte of each written: the allocator's own cost
+    Bench("big_blocks-threads", "big_blocks", (1000000, 16, 1, 1 << 20, 4 << 20, 2, "first"),
+          (200000, 16, 1, 1 << 20, 4 << 20, 2, "first"), (1000, 4, 1, 1 << 20, 2 << 20, 2, "first"),
+          one_thread=False),
     Bench("thread_churn", "thread_churn", (20, 4, 100000, 1000, 1), (5, 4, 20000, 1000, 1), (2, 2, 500, 100, 1),
           one_thread=False),
 )
