@@ -24,17 +24,19 @@ typedef struct worker {
   uint64_t iters, live, seed, min_size, max_size;
   int whole;  /* write a block whole, else its first byte */
   pthread_t tid;
+  double start, end;  /* its loop's */
 } worker_t;
 
 static pthread_barrier_t start;
 
 static void *replace_blocks(void *arg) {
-  const worker_t *w = arg;
+  worker_t *w = arg;
   double log_min = log((double)w->min_size), log_span = log((double)w->max_size) - log_min;
   char **slots = calloc(w->live, sizeof *slots);
   if (!slots) out_of_memory(w->live * sizeof *slots);
   uint64_t rng = rng_init(w->seed);
   pthread_barrier_wait(&start);
+  w->start = now_sec();
   for (uint64_t i = 0; i < w->iters; i++) {
     uint64_t r = rng_next(&rng);
     char **slot = &slots[below((uint32_t)r, w->live)];
@@ -45,6 +47,7 @@ static void *replace_blocks(void *arg) {
     if (w->whole) memset(*slot, (int)i, size);
     else **slot = (char)i;
   }
+  w->end = now_sec();
   pthread_barrier_wait(&start);
   for (uint64_t i = 0; i < w->live; i++) free(slots[i]);
   free(slots);
@@ -63,24 +66,28 @@ int main(int argc, char **argv) {
   const char *write = argc > 7 ? argv[7] : "whole";
   if (strcmp(write, "whole") && strcmp(write, "first")) usage();
 
+  /* the first worker is the main thread, as in a program of one thread */
   worker_t *workers = calloc(threads, sizeof *workers);
   if (!workers) out_of_memory(threads * sizeof *workers);
-  pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+  pthread_barrier_init(&start, NULL, (unsigned)threads);
   for (uint64_t t = 0; t < threads; t++) {
-    workers[t] = (worker_t){iters, live, seed + t, min_size, max_size, !strcmp(write, "whole"), 0};
-    if (pthread_create(&workers[t].tid, NULL, replace_blocks, &workers[t])) {
+    workers[t] = (worker_t){iters, live, seed + t, min_size, max_size, !strcmp(write, "whole"), 0, 0, 0};
+    if (t && pthread_create(&workers[t].tid, NULL, replace_blocks, &workers[t])) {
       fprintf(stderr, "big_blocks: pthread_create failed\n");
       return 1;
     }
   }
   struct rusage before, after;
   getrusage(RUSAGE_SELF, &before);
-  pthread_barrier_wait(&start);
-  double t0 = now_sec();
-  pthread_barrier_wait(&start);
-  double seconds = now_sec() - t0;
+  replace_blocks(&workers[0]);
   getrusage(RUSAGE_SELF, &after);
-  for (uint64_t t = 0; t < threads; t++) pthread_join(workers[t].tid, NULL);
+  double first = workers[0].start, last = workers[0].end;
+  for (uint64_t t = 1; t < threads; t++) {
+    pthread_join(workers[t].tid, NULL);
+    first = workers[t].start < first ? workers[t].start : first;
+    last = workers[t].end > last ? workers[t].end : last;
+  }
+  double seconds = last - first;
   free(workers);
   printf("RESULT bench=big_blocks iters=%llu live=%llu seed=%llu min=%llu max=%llu threads=%llu write=%s "
          "minflt=%ld maxrss_kb=%ld",

@@ -55,9 +55,9 @@ typedef struct hk_region {
 
 /* The shared regions come in sets, one per SuperSlab arena, each under a
  * lock of its own: a thread takes blocks from its arena's set, and a block
- * goes back to its region's set.  One lock for all cost threads that take
- * blocks of megabytes at once 5 times the time of one alone (bench/hb2:
- * two threads, blocks of 1-2 MiB).  The lock spins a little before it
+ * goes back to its region's set.  Under one lock for all, two threads
+ * replacing blocks of 1-2 MiB ran at a quarter of one thread's speed
+ * (`big_blocks 1000000 16 1 1048576 2097152 2 first`).  The lock spins a little before it
  * sleeps: thread caches of large blocks above 256 KiB come here at a high
  * rate, for a short hold each (larson with blocks of 256 KiB-1 MiB on two
  * threads: 1.4 times the speed of a plain mutex).  Set 0 also keeps the
@@ -75,6 +75,15 @@ static hk_region_t *jumbo_cache;  /* freed jumbo regions, newest first (set 0's 
 static unsigned jumbo_cached;
 
 static hk_huge_set_t *set_of(const hk_region_t *r) { return &sets[r->set]; }
+
+/* The set of the region whose header is at r, read without its lock (the
+ * fields read are written once, when it is mapped); NULL if r holds no
+ * region's header. */
+static hk_huge_set_t *set_unlocked(const hk_region_t *r) {
+  if (__atomic_load_n(&r->magic, __ATOMIC_RELAXED) != (HK_REGION_MAGIC ^ (uintptr_t)r)) return NULL;
+  unsigned i = __atomic_load_n(&r->set, __ATOMIC_RELAXED);
+  return i < HK_ARENAS ? &sets[i] : NULL;
+}
 static hk_huge_set_t *own_set(void) { return &sets[hk_thread_arena()]; }
 
 size_t hk_huge_resident(void) {
@@ -415,9 +424,10 @@ static hk_region_t *best_fit(const hk_huge_set_t *h, unsigned n, unsigned step, 
  * another set, whose lock is free, has a place all resident (a set does not
  * keep resident what others could use: thread churn, where threads free
  * what others of other arenas took, peaked 10 MiB higher without); else a
- * new region of *h.  *h is then the set of the block, whose lock is held.
- * NULL if no region can be mapped. */
-static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, bool zero, size_t size, bool *clean) {
+ * new region of *h if `map`.  *h is then the set of the block, whose lock is
+ * held.  NULL if there is no place. */
+static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, bool zero, size_t size, bool *clean,
+                          bool map) {
   unsigned step = (unsigned)hk_max(alignment >> HK_UNIT_SHIFT, 1), cold;
   int u = -1;
   hk_region_t *r = best_fit(*h, n, step, n, &u, &cold);
@@ -433,13 +443,31 @@ static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, bool 
     }
     hk_unlock(&o->lock);
   }
-  if (!r) {
+  if (!r && map) {
     r = region_map(HK_REGION_SIZE, 0, 0, (unsigned)(*h - sets));
-    if (!r) return NULL;
-    hk_list_push(&(*h)->regions, r);
+    if (r) hk_list_push(&(*h)->regions, r);
     u = (int)first_start(step);
   }
-  return place(r, (unsigned)u, n, zero, size, clean);
+  return r ? place(r, (unsigned)u, n, zero, size, clean) : NULL;
+}
+
+/* Out of address space or memory for a new region of set *h: a place,
+ * fresh pages and all, in another set's regions, each locked in turn (called
+ * with no lock held).  Returns with the block's set locked in *h, or NULL
+ * with none. */
+static void *shared_elsewhere(hk_huge_set_t **h, unsigned n, size_t alignment, bool zero, size_t size,
+                              bool *clean) {
+  hk_huge_set_t *own = *h;
+  for (unsigned i = 0; i < HK_ARENAS; i++) {
+    if (&sets[i] == own) continue;
+    *h = &sets[i];
+    hk_lock(&(*h)->lock);
+    void *p = shared_alloc(h, n, alignment, zero, size, clean, false);
+    if (p) return p;
+    hk_unlock(&(*h)->lock);
+  }
+  *h = NULL;
+  return NULL;
 }
 
 /* The lowest run of n free resident units in region r, or -1: what a block
@@ -477,21 +505,20 @@ static int first_warm_run(const hk_region_t *r, unsigned n) {
 void *hk_huge_take_class(unsigned cls, bool *zero) {
   unsigned n = (unsigned)units(hk_classes[cls].size);
   void *p = NULL;
-  unsigned own = (unsigned)(own_set() - sets);
-  for (unsigned i = 0; i < HK_ARENAS && !p; i++) {  /* its set, else (out of memory) the others */
-    hk_huge_set_t *h = &sets[(own + i) % HK_ARENAS];
-    hk_lock(&h->lock);
-    for (hk_region_t *r = h->regions; r && !p; r = r->next) {
-      int u = first_warm_run(r, n);
-      if (u >= 0) p = place(r, (unsigned)u, n, false, 0, zero);
-    }
-    if (!p) p = shared_alloc(&h, n, 1, false, 0, zero);
-    if (p) {
-      mark(p, (uint8_t)cls);
-      __atomic_store_n(&h->class_bytes, h->class_bytes + units_bytes(n), __ATOMIC_RELAXED);
-    }
-    hk_unlock(&h->lock);
+  hk_huge_set_t *h = own_set();
+  hk_lock(&h->lock);
+  for (hk_region_t *r = h->regions; r && !p; r = r->next) {
+    int u = first_warm_run(r, n);
+    if (u >= 0) p = place(r, (unsigned)u, n, false, 0, zero);
   }
+  if (!p) p = shared_alloc(&h, n, 1, false, 0, zero, true);
+  if (!p) {
+    hk_unlock(&h->lock);
+    if (!(p = shared_elsewhere(&h, n, 1, false, 0, zero))) return NULL;
+  }
+  mark(p, (uint8_t)cls);
+  __atomic_store_n(&h->class_bytes, h->class_bytes + units_bytes(n), __ATOMIC_RELAXED);
+  hk_unlock(&h->lock);
   return p;
 }
 
@@ -502,9 +529,10 @@ void hk_huge_release_class(unsigned cls, void *chain) {
     void *b = chain;
     chain = hk_next(b);
     hk_region_t *r = region_of(b);
-    if (set_of(r) != h) {
+    hk_huge_set_t *hb = set_unlocked(r);
+    if (hb != h) {
       if (h) hk_unlock(&h->lock);
-      h = set_of(r);
+      if (!(h = hb)) hk_fatal("free(): invalid pointer", b);
       hk_lock(&h->lock);
     }
     unsigned u = (unsigned)(((uintptr_t)b - (uintptr_t)r) >> HK_UNIT_SHIFT);
@@ -591,24 +619,23 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   size += HK_GUARD;
   size_t n = hk_max(units(size), 1);
   void *p = NULL;
-  /* Out of address space or memory: what is free and still mapped goes
-   * back (malloc_trim), and one more try, whatever that gave back (parked
-   * blocks sent home may have emptied slabs), then in the other sets'
-   * regions. */
+  hk_huge_set_t *h;  /* locked, once p is found: the block's set */
+  /* Out of address space or memory: a place in another set's regions, then
+   * what is free and still mapped goes back (malloc_trim), and one more try,
+   * whatever that gave back (parked blocks sent home may have emptied slabs). */
   bool shared = fits_region(n, alignment);
-  hk_huge_set_t *own = shared ? own_set() : &sets[0], *h = own;
-  for (unsigned tries = 0; !p; tries++) {  /* its set, again after a purge, then the others */
-    if (tries == 1) hk_purge_all();
-    if (tries >= 2) {
-      if (!shared || tries - 2 >= HK_ARENAS) {
-        errno = ENOMEM;
-        return NULL;
-      }
-      if ((h = &sets[tries - 2]) == own) continue;
-    }
+  for (int tries = 0;; tries++) {
+    h = shared ? own_set() : &sets[0];
     hk_lock(&h->lock);
-    p = shared ? shared_alloc(&h, (unsigned)n, alignment, zero, size, NULL) : jumbo_alloc(size, alignment, zero);
+    p = shared ? shared_alloc(&h, (unsigned)n, alignment, zero, size, NULL, true) : jumbo_alloc(size, alignment, zero);
     if (!p) hk_unlock(&h->lock);
+    if (!p && shared) p = shared_elsewhere(&h, (unsigned)n, alignment, zero, size, NULL);
+    if (p) break;
+    if (tries) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    hk_purge_all();
   }
   mark(p, HK_MAP_HUGE);
   guard(region_of(p), p, true);
@@ -641,12 +668,16 @@ static void free_locked(hk_region_t *r, void *p) {
 }
 
 /* Locks the set of live huge block p's region and returns it, or NULL,
- * with no lock held, if p is not one.  The class map vouches for p before
- * its region's header is read, and again, with the rest, under the lock. */
+ * with no lock held, if p is not one.  Before the lock, only what does not
+ * change while the region is mapped is read: the class map vouches for p
+ * (only a free racing with another free of p could let the region go
+ * meanwhile), then the header's magic and set; all of it again under the
+ * lock. */
 static hk_huge_set_t *lock_set_of(const void *p, hk_region_t **r) {
-  *r = lookup(p);
-  if (!*r) return NULL;
-  hk_huge_set_t *h = set_of(*r);
+  uintptr_t a = (uintptr_t)p;
+  if (a < HK_GRANULE || (a & (HK_UNIT_SIZE - 1)) || hk_class_map_lookup(p) != HK_MAP_HUGE) return NULL;
+  hk_huge_set_t *h = set_unlocked(region_of(p));
+  if (!h) return NULL;
   hk_lock(&h->lock);
   if ((*r = lookup(p)) && set_of(*r) == h) return h;
   hk_unlock(&h->lock);
@@ -787,11 +818,11 @@ static size_t purge_epoch(hk_huge_set_t *h, bool old, size_t want, size_t bytes)
 }
 
 /* A tick (HK_PURGE_DUE: what was dirty a tick ago) or all (HK_PURGE_ALL) of
- * set h; its empty regions but the first are unmapped once nothing of them
- * waits.  Returns the bytes; *pending: some wait for the next tick. */
-static size_t purge_set(hk_huge_set_t *h, int mode, bool *pending) {
+ * set h; its empty regions are unmapped once nothing of them waits, but the
+ * first while *empty is 0 (it counts them).  Returns the bytes; *pending:
+ * some wait for the next tick. */
+static size_t purge_set(hk_huge_set_t *h, int mode, unsigned *empty, bool *pending) {
   size_t bytes = 0;
-  unsigned empty = 0;  /* the first empty region stays */
   hk_lock(&h->lock);
   for (hk_region_t *r = h->regions, *next; r; r = next) {
     next = r->next;
@@ -806,7 +837,7 @@ static size_t purge_set(hk_huge_set_t *h, int mode, bool *pending) {
       dirty_old |= r->dirty_old[k] != 0;
     }
     *pending |= dirty_old;
-    if (!region_empty(r) || empty++ == 0 || dirty_old) continue;
+    if (!region_empty(r) || (*empty)++ == 0 || dirty_old) continue;
     hk_list_remove(&h->regions, r);
     region_unmap(r);
   }
@@ -834,7 +865,7 @@ static size_t purge_set(hk_huge_set_t *h, int mode, bool *pending) {
 
 /* Gives back the huge blocks' free memory as superslab.c's purges do for
  * units (see there): units of shared regions, then whole regions: empty
- * shared ones beyond the first of each set, and cached jumbo ones.  Returns
+ * shared ones (see below), and cached jumbo ones.  Returns
  * the bytes. */
 size_t hk_huge_purge(int mode, size_t want) {
   size_t bytes = 0;
@@ -849,8 +880,15 @@ size_t hk_huge_purge(int mode, size_t want) {
     }
     return bytes;
   }
+  /* a tick leaves each set an empty region, for its threads to take blocks
+   * from without a mapping; all of it leaves one in all (malloc_trim, and
+   * a malloc out of address space: the rest may be what it needs) */
   bool pending = false;
-  for (unsigned i = 0; i < HK_ARENAS; i++) bytes += purge_set(&sets[i], mode, &pending);
+  unsigned empty = 0;
+  for (unsigned i = 0; i < HK_ARENAS; i++) {
+    if (mode == HK_PURGE_DUE) empty = 0;
+    bytes += purge_set(&sets[i], mode, &empty, &pending);
+  }
   if (pending) hk_purge_note();
   return bytes;
 }

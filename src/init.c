@@ -3,6 +3,7 @@
  * main), the thread-exit hook and fork safety. */
 #include <sys/random.h>
 #include <time.h>
+#include <sys/single_threaded.h>
 #include "internal.h"
 
 atomic_bool hk_ready;
@@ -27,7 +28,17 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
  * map's protection, the space's slots. */
 __thread bool hk_forking __attribute__((tls_model("initial-exec")));
 
+/* A process of one thread forks with no lock taken, as glibc's malloc
+ * does: the one thread may be in a signal handler that interrupted the
+ * allocator with a lock held, and would wait for itself; the child gets
+ * the locks anew all the same. */
+static bool fork_unlocked;
+
 static void fork_prepare(void) {
+  if ((fork_unlocked = __libc_single_threaded)) {
+    hk_forking = true;
+    return;
+  }
   hk_stats_fork_lock();
   hk_purge_fork_lock();
   hk_tcache_fork_lock();
@@ -39,6 +50,7 @@ static void fork_prepare(void) {
 }
 static void fork_after(bool child) {
   hk_forking = false;
+  if (fork_unlocked && !child) return;
   hk_class_map_fork_unlock(child);
   hk_huge_fork_unlock(child);
   hk_superslab_fork_unlock(child);

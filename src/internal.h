@@ -139,7 +139,8 @@ typedef struct hk_tcache {
   void *head[HK_NCLASS + 1];    /* free blocks per class, ending at HK_END; head[0] stays HK_END */
   int16_t room[HK_NCLASS + 1];  /* capacity - length; free overflows below 0 */
   uint8_t state;                /* HK_TC_*: a new thread's is UNINIT (0) */
-  uint8_t arena;                /* SuperSlab arena of the thread's new slabs */
+  uint8_t arena;                /* SuperSlab arena of the thread's new slabs and huge blocks */
+  bool arena_given;             /* arena is set (hk_thread_arena) */
   size_t large_bound;           /* at least the bytes of large blocks cached (slow paths only) */
   uint32_t large_misses;        /* large blocks the list did not have: the budget grows with them */
   /* slow paths only: */
@@ -546,7 +547,7 @@ HK_HIDDEN void hk_central_fork_unlock(bool child);
 /* ---- thread caches (tcache.c) ---------------------------------------------- */
 HK_HIDDEN void *hk_malloc_class(unsigned cls);
 HK_HIDDEN void hk_thread_init(hk_tcache_t *tc);
-HK_HIDDEN unsigned hk_thread_arena(void);        /* the calling thread's arena; its cache made if it had none */
+HK_HIDDEN unsigned hk_thread_arena(void);        /* the calling thread's arena, given at its first call */
 HK_HIDDEN void hk_note_out(ptrdiff_t bytes);     /* the calling thread's bytes out grew/shrank (huge blocks) */
 HK_HIDDEN void hk_tcache_flush(hk_tcache_t *tc);
 HK_HIDDEN void hk_thread_exit(void *arg);

@@ -356,7 +356,8 @@ static void registry_remove_at(size_t i) {
 }
 
 /* Drops the caches of threads that have ended without handing them back,
- * before the registry's caches are read; their counters are lost. */
+ * before the registry's caches are read; their counters are lost, and the
+ * bytes they had not yet reported to the statistics' peak (note_out). */
 static void registry_prune(void) {
   for (size_t i = registry_n; i-- > 0;) {
     if (registry[i].tc == &hk_tc || !thread_gone(&registry[i])) continue;
@@ -391,9 +392,15 @@ static bool registry_add(hk_tcache_t *tc) {
 
 void hk_note_out(ptrdiff_t bytes) { note_out(&hk_tc, bytes); }
 
+/* Given once, whether or not the thread gets a cache: a thread that takes
+ * only huge blocks needs none. */
 unsigned hk_thread_arena(void) {
-  if (hk_unlikely(hk_tc.state == HK_TC_UNINIT)) hk_thread_init(&hk_tc);
-  return hk_tc.arena;
+  hk_tcache_t *tc = &hk_tc;
+  if (hk_unlikely(!tc->arena_given)) {
+    tc->arena = (uint8_t)hk_arena_assign();
+    tc->arena_given = true;
+  }
+  return tc->arena;
 }
 
 void hk_thread_init(hk_tcache_t *tc) {
@@ -406,7 +413,7 @@ void hk_thread_init(hk_tcache_t *tc) {
     return;
   }
   for (unsigned c = 1; c <= HK_NCLASS; c++) set_cap(tc, c, start_cap(c));
-  tc->arena = (uint8_t)hk_arena_assign();
+  hk_thread_arena();
   atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
   tc->state = HK_TC_ACTIVE;
   pthread_setspecific(hk_thread_key, tc);  /* arms hk_thread_exit */
@@ -484,6 +491,7 @@ void hk_tcache_fork_unlock(bool child) {
     for (size_t i = registry_n; i-- > 0;) {
       if (registry[i].tc == &hk_tc) continue;
       hk_front_add(exited, registry[i].tc->front);
+      hk_stats_out(registry[i].tc->out_pending);  /* its TLS block is the child's memory too */
       registry[i] = registry[--registry_n];
       if (i < registry_n) registry[i].tc->registered = (uint32_t)i;
     }

@@ -3,7 +3,7 @@
  * allocating blocks of mixed sizes, freeing most of them, handing the rest to
  * the main thread (which verifies and frees them later) and exiting.  After a
  * first round has warmed the allocator up, further rounds must not make the
- * footprint grow (hakmem's mapped bytes, or VmRSS under another allocator):
+ * footprint grow (hakmem's committed bytes, or VmRSS under another allocator):
  * what a thread leaves behind at exit has to be reused by later threads. */
 #include "testutil.h"
 

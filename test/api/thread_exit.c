@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* test-builds: standard ubsan hardened */
 /* Thread exit.  Threads, one after the other, allocate and free a lot and
- * exit: what they cached must be reused, so the footprint (hakmem's mapped
- * bytes, or VmRSS) stays flat over hundreds of them.  Also, a thread's TLS
+ * exit: what they cached must be reused, so the footprint (hakmem's
+ * committed bytes, or VmRSS) stays flat over hundreds of them.  Also, a thread's TLS
  * destructors (pthread keys, run after the thread's own exit path has begun)
  * may still malloc and free, including blocks of other threads, and a thread
  * may free at exit what the main thread allocated. */
