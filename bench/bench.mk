@@ -17,7 +17,7 @@
 PYTHON ?= python3
 
 BENCH_PROGRAMS := random_mixed fixed_size tiny_hot patterns mixed_large larson prodcons \
-                  big_blocks thread_churn memory_return random_touch soak latency
+                  big_blocks thread_churn memory_return random_touch soak latency first_touch
 BENCH_BINS     := $(BENCH_PROGRAMS:%=$(BUILD)/bench/%)
 BENCH_CFLAGS   := -std=gnu11 -O2 -g -pthread -Wall -Wextra
 

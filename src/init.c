@@ -28,15 +28,32 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
  * map's protection, the space's slots. */
 __thread bool hk_forking __attribute__((tls_model("initial-exec")));
 
-/* A process of one thread forks with no lock taken, as glibc's malloc
- * does: the one thread may be in a signal handler that interrupted the
- * allocator with a lock held, and would wait for itself; the child gets
- * the locks anew all the same. */
-static bool fork_unlocked;
+__thread unsigned hk_locks_held __attribute__((tls_model("initial-exec")));
+
+/* A fork takes no lock where one would wait forever or is not needed: the
+ * process has one thread (as glibc's malloc does), or the forking thread
+ * holds one of the allocator's locks already (a signal handler that
+ * interrupted the allocator), or it is within another fork's handlers,
+ * which hold them all.  The child gets the locks anew all the same.  Only
+ * where the thread holds a lock does what other handlers allocate take
+ * none.  Forks nest (a signal handler's fork between another fork's
+ * handlers): each level keeps what it found. */
+typedef struct fork_level {
+  bool unlocked;  /* this fork took no lock */
+  bool forking;   /* hk_forking as it was */
+  unsigned held;  /* hk_locks_held as it was */
+} fork_level_t;
+#define FORK_LEVELS 4
+static __thread fork_level_t fork_levels[FORK_LEVELS];
+__thread unsigned hk_fork_depth __attribute__((tls_model("initial-exec")));
+
+static fork_level_t *fork_level(unsigned depth) { return &fork_levels[hk_min(depth, FORK_LEVELS - 1)]; }
 
 static void fork_prepare(void) {
-  if ((fork_unlocked = __libc_single_threaded)) {
-    hk_forking = true;
+  fork_level_t *l = fork_level(hk_fork_depth++);
+  *l = (fork_level_t){__libc_single_threaded || hk_locks_held || hk_forking, hk_forking, hk_locks_held};
+  if (l->unlocked) {
+    hk_forking = l->forking || l->held;
     return;
   }
   hk_stats_fork_lock();
@@ -49,15 +66,19 @@ static void fork_prepare(void) {
   hk_forking = true;
 }
 static void fork_after(bool child) {
+  fork_level_t *l = fork_level(--hk_fork_depth);
   hk_forking = false;
-  if (fork_unlocked && !child) return;
-  hk_class_map_fork_unlock(child);
-  hk_huge_fork_unlock(child);
-  hk_superslab_fork_unlock(child);
-  hk_central_fork_unlock(child);
-  hk_tcache_fork_unlock(child);
-  hk_purge_fork_unlock(child);
-  hk_stats_fork_unlock(child);
+  if (!l->unlocked || child) {
+    hk_class_map_fork_unlock(child);
+    hk_huge_fork_unlock(child);
+    hk_superslab_fork_unlock(child);
+    hk_central_fork_unlock(child);
+    hk_tcache_fork_unlock(child);
+    hk_purge_fork_unlock(child);
+    hk_stats_fork_unlock(child);
+  }
+  if (child) hk_locks_held = l->held;  /* the child's locks are new, but for those its thread's frames let go */
+  hk_forking = l->forking;
 }
 static void fork_parent(void) { fork_after(false); }
 static void fork_child(void) { fork_after(true); }

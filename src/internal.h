@@ -101,15 +101,31 @@
  * registered before the allocator's run in between (the C library runs
  * prepare handlers last registered first, the others first registered
  * first), on the thread that holds them all: what they allocate takes no
- * lock, since no other thread can be inside. */
+ * lock, since no other thread can be inside.  Each thread counts the locks
+ * it holds: a fork from a signal handler that interrupted the allocator
+ * must not wait for them. */
 extern __thread bool hk_forking __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
+extern __thread unsigned hk_locks_held __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
+extern __thread unsigned hk_fork_depth __attribute__((tls_model("initial-exec"))) HK_HIDDEN;  /* in fork's handlers */
+/* The count covers the lock from before it is taken to after it is let go:
+ * a signal handler sees a count above 0 wherever the lock may be held. */
 static inline void hk_lock(pthread_mutex_t *m) {
-  if (!hk_forking) pthread_mutex_lock(m);
+  if (hk_forking) return;
+  hk_locks_held++;
+  pthread_mutex_lock(m);
 }
 static inline void hk_unlock(pthread_mutex_t *m) {
-  if (!hk_forking) pthread_mutex_unlock(m);
+  if (hk_forking) return;
+  pthread_mutex_unlock(m);
+  hk_locks_held--;
 }
-static inline int hk_trylock(pthread_mutex_t *m) { return hk_forking ? 0 : pthread_mutex_trylock(m); }
+static inline int hk_trylock(pthread_mutex_t *m) {
+  if (hk_forking) return 0;
+  hk_locks_held++;
+  int busy = pthread_mutex_trylock(m);
+  hk_locks_held -= busy != 0;
+  return busy;
+}
 
 #define HK_UNIT_SHIFT 16                       /* 64 KiB: granule of the class map */
 #define HK_UNIT_SIZE ((size_t)1 << HK_UNIT_SHIFT)
@@ -140,7 +156,6 @@ typedef struct hk_tcache {
   int16_t room[HK_NCLASS + 1];  /* capacity - length; free overflows below 0 */
   uint8_t state;                /* HK_TC_*: a new thread's is UNINIT (0) */
   uint8_t arena;                /* SuperSlab arena of the thread's new slabs and huge blocks */
-  bool arena_given;             /* arena is set (hk_thread_arena) */
   size_t large_bound;           /* at least the bytes of large blocks cached (slow paths only) */
   uint32_t large_misses;        /* large blocks the list did not have: the budget grows with them */
   /* slow paths only: */
@@ -547,7 +562,7 @@ HK_HIDDEN void hk_central_fork_unlock(bool child);
 /* ---- thread caches (tcache.c) ---------------------------------------------- */
 HK_HIDDEN void *hk_malloc_class(unsigned cls);
 HK_HIDDEN void hk_thread_init(hk_tcache_t *tc);
-HK_HIDDEN unsigned hk_thread_arena(void);        /* the calling thread's arena, given at its first call */
+HK_HIDDEN unsigned hk_thread_arena(void);        /* the calling thread's arena; its cache made if it had none */
 HK_HIDDEN void hk_note_out(ptrdiff_t bytes);     /* the calling thread's bytes out grew/shrank (huge blocks) */
 HK_HIDDEN void hk_tcache_flush(hk_tcache_t *tc);
 HK_HIDDEN void hk_thread_exit(void *arg);

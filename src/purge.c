@@ -193,9 +193,9 @@ void hk_purge_poll_slow(void) {
     lean_trim();
     hk_unlock(&tick_lock);
   }
-  /* not from another library's fork handler (hk_forking): the child's handler
+  /* not from another library's fork handler (hk_fork_depth): the child's handler
    * would take the new thread for none, and start a second */
-  if (hk_opt.background_purge && !hk_forking && atomic_load(&purger_state) == PURGER_OFF &&
+  if (hk_opt.background_purge && !hk_fork_depth && atomic_load(&purger_state) == PURGER_OFF &&
       hk_purge_resident() >= HK_PURGER_START) {
     int error = errno;  /* free leaves errno alone: pthread_create, naming the thread */
     purger_start();

@@ -41,10 +41,11 @@ static hk_front_t exited[HK_NCLASS + 1];
  * unreported fall may meet another's reported rise, at most HK_STATS_SLACK
  * per other thread above it. */
 static void note_out(hk_tcache_t *tc, ptrdiff_t bytes) {
-  tc->out_pending += bytes;
-  if (tc->out_pending > HK_STATS_STEP || tc->out_pending < -HK_STATS_SLACK || tc->state != HK_TC_ACTIVE) {
-    hk_stats_out(tc->out_pending);
-    tc->out_pending = 0;
+  ptrdiff_t pending = tc->out_pending + bytes;
+  tc->out_pending = pending;
+  if (pending > HK_STATS_STEP || pending < -HK_STATS_SLACK || tc->state != HK_TC_ACTIVE) {
+    tc->out_pending = 0;  /* before: a fork child counts a thread stopped here at most once */
+    hk_stats_out(pending);
   }
 }
 
@@ -392,15 +393,12 @@ static bool registry_add(hk_tcache_t *tc) {
 
 void hk_note_out(ptrdiff_t bytes) { note_out(&hk_tc, bytes); }
 
-/* Given once, whether or not the thread gets a cache: a thread that takes
- * only huge blocks needs none. */
+/* Given with its cache: a thread that takes only huge blocks gets one all
+ * the same, for its statistics' steps (note_out) and their hand-over at
+ * exit. */
 unsigned hk_thread_arena(void) {
-  hk_tcache_t *tc = &hk_tc;
-  if (hk_unlikely(!tc->arena_given)) {
-    tc->arena = (uint8_t)hk_arena_assign();
-    tc->arena_given = true;
-  }
-  return tc->arena;
+  if (hk_unlikely(hk_tc.state == HK_TC_UNINIT)) hk_thread_init(&hk_tc);
+  return hk_tc.arena;
 }
 
 void hk_thread_init(hk_tcache_t *tc) {
@@ -413,7 +411,7 @@ void hk_thread_init(hk_tcache_t *tc) {
     return;
   }
   for (unsigned c = 1; c <= HK_NCLASS; c++) set_cap(tc, c, start_cap(c));
-  hk_thread_arena();
+  tc->arena = (uint8_t)hk_arena_assign();
   atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
   tc->state = HK_TC_ACTIVE;
   pthread_setspecific(hk_thread_key, tc);  /* arms hk_thread_exit */

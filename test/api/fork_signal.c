@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* test-builds: static standard */
+/* test-run: balanced HAKMEM_PROFILE=balanced */
 /* fork from a signal handler in a program with one thread: the handler may
  * have interrupted malloc or free anywhere, a lock held, and fork must not
  * wait for it (glibc's malloc takes no lock in fork while the process has
  * one thread).  A timer interrupts a loop of mallocs and frees whose slow
  * paths take locks (blocks of 64 KiB to 1 MiB, and huge ones) many times a
- * millisecond; each signal forks, and the child exits at once.  A watchdog
- * alarm turns a deadlock into a failure. */
+ * millisecond; each signal forks, and the child exits at once.  Run also
+ * in the balanced profile, whose purger thread makes the process one of two
+ * threads: the fork must still not wait for a lock its own thread holds.  A
+ * watchdog alarm turns a deadlock into a failure. */
 #include "testutil.h"
 
 #include <signal.h>
@@ -21,7 +24,8 @@ static void on_timer(int sig) {
   int saved = errno;
   pid_t pid = fork();
   if (pid == 0) _exit(0);
-  if (pid < 0 || waitpid(pid, NULL, 0) != pid) failures++;
+  int status;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) failures++;
   forks++;
   errno = saved;
 }
