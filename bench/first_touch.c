@@ -14,8 +14,10 @@
  *
  *   first_touch [PAGES [huge|small]]
  *
- * Prints one `RESULT bench=first_touch pages=N kind=K per_2mib_us=...`
- * line: the median, the least and the most microseconds per 2 MiB. */
+ * Prints one `RESULT bench=first_touch pages=N kind=K huge_pages=H
+ * per_2mib_us=...` line: how many of the pages were huge ones (the
+ * kernel's AnonHugePages), then the median, the least and the most
+ * microseconds per 2 MiB. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -41,7 +43,10 @@ int main(int argc, char **argv) {
   char *map = mmap(NULL, size + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED) out_of_memory(size + HUGE_PAGE);
   char *p = (char *)(((uintptr_t)map + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-  madvise(p, size, strcmp(kind, "huge") ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
+  if (madvise(p, size, strcmp(kind, "huge") ? MADV_NOHUGEPAGE : MADV_HUGEPAGE)) {
+    perror("first_touch: madvise");
+    return 1;
+  }
   double *us = malloc(pages * sizeof *us);
   if (!us) out_of_memory(pages * sizeof *us);
   size_t step = strcmp(kind, "huge") ? 4096 : HUGE_PAGE;
@@ -50,9 +55,17 @@ int main(int argc, char **argv) {
     for (size_t off = 0; off < HUGE_PAGE; off += step) p[i * HUGE_PAGE + off] = 1;
     us[i] = (now_sec() - t0) * 1e6;
   }
+  /* the process's huge pages, by the kernel's count: only these can be */
+  uint64_t huge = 0;
+  FILE *f = fopen("/proc/self/smaps_rollup", "r");
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "AnonHugePages: %llu kB", (unsigned long long *)&huge) == 1) break;
+  if (f) fclose(f);
+  huge /= HUGE_PAGE >> 10;
   qsort(us, pages, sizeof *us, compare);
-  printf("RESULT bench=first_touch pages=%llu kind=%s per_2mib_us=%.0f min_us=%.0f max_us=%.0f\n",
-         (unsigned long long)pages, kind, us[pages / 2], us[0], us[pages - 1]);
+  printf("RESULT bench=first_touch pages=%llu kind=%s huge_pages=%llu per_2mib_us=%.0f min_us=%.0f max_us=%.0f\n",
+         (unsigned long long)pages, kind, (unsigned long long)huge, us[pages / 2], us[0], us[pages - 1]);
   free(us);
   munmap(map, size + HUGE_PAGE);
   return 0;

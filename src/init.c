@@ -34,10 +34,11 @@ __thread unsigned hk_locks_held __attribute__((tls_model("initial-exec")));
  * process has one thread (as glibc's malloc does), or the forking thread
  * holds one of the allocator's locks already (a signal handler that
  * interrupted the allocator), or it is within another fork's handlers,
- * which hold them all.  The child gets the locks anew all the same.  Only
- * where the thread holds a lock does what other handlers allocate take
- * none.  Forks nest (a signal handler's fork between another fork's
- * handlers): each level keeps what it found. */
+ * which hold them all.  The child gets the locks anew all the same; after a
+ * fork from a signal handler in a process of several threads, it may find
+ * the heap in the middle of another thread's change, and should only exec
+ * or _exit, as POSIX says.  Forks nest (a signal handler's fork between
+ * another fork's handlers): each level keeps what it found. */
 typedef struct fork_level {
   bool unlocked;  /* this fork took no lock */
   bool forking;   /* hk_forking as it was */
@@ -47,13 +48,16 @@ typedef struct fork_level {
 static __thread fork_level_t fork_levels[FORK_LEVELS];
 __thread unsigned hk_fork_depth __attribute__((tls_model("initial-exec")));
 
-static fork_level_t *fork_level(unsigned depth) { return &fork_levels[hk_min(depth, FORK_LEVELS - 1)]; }
-
 static void fork_prepare(void) {
-  fork_level_t *l = fork_level(hk_fork_depth++);
+  if (hk_fork_depth == FORK_LEVELS) hk_fatal("fork: nested too deep in signal handlers", NULL);
+  fork_level_t *l = &fork_levels[hk_fork_depth];
   *l = (fork_level_t){__libc_single_threaded || hk_locks_held || hk_forking, hk_forking, hk_locks_held};
+  hk_fork_depth++;
+  atomic_signal_fence(memory_order_seq_cst);
   if (l->unlocked) {
-    hk_forking = l->forking || l->held;
+    /* with other threads running, what other handlers allocate takes its
+     * locks: only a lock this thread holds would wait forever */
+    hk_forking = l->forking || (l->held && __libc_single_threaded);
     return;
   }
   hk_stats_fork_lock();
@@ -66,19 +70,22 @@ static void fork_prepare(void) {
   hk_forking = true;
 }
 static void fork_after(bool child) {
-  fork_level_t *l = fork_level(--hk_fork_depth);
+  if (!hk_fork_depth) return;  /* a prepare handler registered too late to have run */
+  fork_level_t l = fork_levels[hk_fork_depth - 1];
   hk_forking = false;
-  if (!l->unlocked || child) {
+  if (!l.unlocked || child) {
     hk_class_map_fork_unlock(child);
     hk_huge_fork_unlock(child);
     hk_superslab_fork_unlock(child);
     hk_central_fork_unlock(child);
-    hk_tcache_fork_unlock(child);
+    hk_tcache_fork_unlock(child, !l.unlocked);
     hk_purge_fork_unlock(child);
     hk_stats_fork_unlock(child);
   }
-  if (child) hk_locks_held = l->held;  /* the child's locks are new, but for those its thread's frames let go */
-  hk_forking = l->forking;
+  if (child) hk_locks_held = l.held;  /* the child's locks are new, but for those its thread's frames let go */
+  hk_forking = l.forking;
+  atomic_signal_fence(memory_order_seq_cst);
+  hk_fork_depth--;
 }
 static void fork_parent(void) { fork_after(false); }
 static void fork_child(void) { fork_after(true); }

@@ -569,7 +569,7 @@ HK_HIDDEN void hk_thread_exit(void *arg);
 HK_HIDDEN void hk_front_add(hk_front_t *sum, const hk_front_t *f);
 HK_HIDDEN void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads);
 HK_HIDDEN void hk_tcache_fork_lock(void);
-HK_HIDDEN void hk_tcache_fork_unlock(bool child);
+HK_HIDDEN void hk_tcache_fork_unlock(bool child, bool locked);  /* locked: by its prepare handler */
 
 /* ---- huge blocks (huge.c): one mapping each -------------------------------- */
 HK_HIDDEN void *hk_huge_alloc(size_t size, size_t alignment, bool zero);

@@ -381,9 +381,11 @@ static bool registry_add(hk_tcache_t *tc) {
     registered_t *grown = hk_os_map_aligned(cap * sizeof *registry, HK_PAGE_SIZE, 0);
     if (!grown) return false;
     if (registry_n) memcpy(grown, registry, registry_n * sizeof *registry);
-    if (registry) hk_os_unmap(registry, registry_cap * sizeof *registry);
+    registered_t *old = registry;  /* unmapped once no longer in use: a fork child may copy any moment */
+    size_t old_cap = registry_cap;
     registry = grown;
     registry_cap = cap;
+    if (old) hk_os_unmap(old, old_cap * sizeof *registry);
   }
   if (!registry_pid) registry_pid = getpid();
   tc->registered = (uint32_t)registry_n;
@@ -484,15 +486,21 @@ void hk_tcache_fork_lock(void) {
 
 /* The child has one thread: the others' caches are gone with them (their
  * counters go to the exited ones). */
-void hk_tcache_fork_unlock(bool child) {
+/* The child drops the other threads' caches; their traffic and unreported
+ * bytes go to the statistics where the fork held the registry's lock (its
+ * prepare handler dropped the caches of ended threads, whose memory may be
+ * gone), and are lost where it did not (a fork from a signal handler). */
+void hk_tcache_fork_unlock(bool child, bool locked) {
   if (child) {
     for (size_t i = registry_n; i-- > 0;) {
       if (registry[i].tc == &hk_tc) continue;
-      hk_front_add(exited, registry[i].tc->front);
-      hk_stats_out(registry[i].tc->out_pending);  /* its TLS block is the child's memory too */
+      if (locked) {
+        hk_front_add(exited, registry[i].tc->front);
+        hk_stats_out(registry[i].tc->out_pending);  /* its TLS block is the child's memory too */
+      }
       registry[i] = registry[--registry_n];
-      if (i < registry_n) registry[i].tc->registered = (uint32_t)i;
     }
+    if (registry_n) registry[0].tc->registered = 0;  /* the forking thread's, the one left */
     registry_pid = getpid();
     if (registry_n) registry[0].tid = gettid();
     pthread_mutex_init(&registry_lock, NULL);

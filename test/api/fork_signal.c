@@ -30,7 +30,17 @@ static void on_timer(int sig) {
   errno = saved;
 }
 
+/* The threads of this process. */
+static int threads(void) { return (int)proc_status_kib("Threads"); }
+
 static void fork_from_a_signal_handler(void) {
+  const char *profile = getenv("HAKMEM_PROFILE");
+  if (profile && strcmp(profile, "balanced") == 0 && hakmem_active()) {
+    /* free memory enough for the purger thread to start */
+    for (int i = 0; i < 8 && threads() < 2; i++) free(malloc(8 * MiB));
+    printf("  threads: %d\n", threads());
+    CHECK_MSG(threads() >= 2, "the balanced profile's purger thread did not start");
+  }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_timer;
