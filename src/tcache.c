@@ -484,12 +484,11 @@ void hk_tcache_fork_lock(void) {
   registry_prune();
 }
 
-/* The child has one thread: the others' caches are gone with them (their
- * counters go to the exited ones). */
-/* The child drops the other threads' caches; their traffic and unreported
- * bytes go to the statistics where the fork held the registry's lock (its
- * prepare handler dropped the caches of ended threads, whose memory may be
- * gone), and are lost where it did not (a fork from a signal handler). */
+/* The child has one thread: it drops the others' caches.  Their traffic
+ * and unreported bytes go to the statistics where the fork held the
+ * registry's lock (its prepare handler dropped the caches of ended threads,
+ * whose memory may be gone), and are lost where it did not (a fork from a
+ * signal handler). */
 void hk_tcache_fork_unlock(bool child, bool locked) {
   if (child) {
     for (size_t i = registry_n; i-- > 0;) {
