@@ -43,7 +43,7 @@ typedef struct hk_region {
   /* Unit bitmaps; a jumbo region uses word 0 as a flag for its one block. */
   uint64_t used[HK_REGION_WORDS];   /* units in use; the header's, always */
   uint64_t dirty[HK_REGION_WORDS], dirty_old[HK_REGION_WORDS];  /* free units still resident, by purge epoch */
-  uint64_t warm[HK_REGION_WORDS];   /* both: what the searches read */
+  uint64_t warm[HK_REGION_WORDS];   /* both: free units still resident, as the searches read them */
   uint64_t stale[HK_REGION_WORDS];  /* units that may hold old data (calloc clears them) */
   uint64_t split;                   /* bit h: huge page h (units 32h..32h+31) cut into small pages
                                        by a decommit of part of it: a fault there maps 4 KiB */
@@ -198,8 +198,6 @@ static bool region_empty(const hk_region_t *r) {
   return true;
 }
 
-/* Free units still resident, word k. */
-static uint64_t resident_free(const hk_region_t *r, unsigned k) { return r->warm[k]; }
 
 /* The standard build's check that `warm` is what it stands for. */
 static bool warm_kept(const hk_region_t *r) {
@@ -336,14 +334,14 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
   bool fresh[2];
   for (int i = 0; i < 2; i++) {
     unsigned k = ends[i] / 2;
-    fresh[i] = hk_opt.huge_thp && !(r->split >> ends[i] & 1) && !((r->used[k] | resident_free(r, k)) & page_mask(ends[i]));
+    fresh[i] = hk_opt.huge_thp && !(r->split >> ends[i] & 1) && !((r->used[k] | r->warm[k]) & page_mask(ends[i]));
   }
   r->top = hk_max(r->top, hk_min((u + n + 31) / 32 * 32, HK_REGION_UNITS));  /* past the last huge page touched */
   unsigned reused = 0;
   for (unsigned i = u, end = u + n; i < end;) {
     unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
     uint64_t mask = hk_bits(i % 64, len);
-    reused += bits_in(resident_free(r, k), mask, len);  /* dirty or dirty_old, never both */
+    reused += bits_in(r->warm[k], mask, len);  /* dirty or dirty_old, never both */
     r->used[k] |= mask;
     r->dirty[k] &= ~mask;
     r->dirty_old[k] &= ~mask;
@@ -424,10 +422,9 @@ static hk_region_t *best_fit(const hk_huge_set_t *h, unsigned n, unsigned step, 
  * another set, whose lock is free, has a place all resident (a set does not
  * keep resident what others could use: thread churn, where threads free
  * what others of other arenas took, peaked 10 MiB higher without); else a
- * new region of *h if `map`.  *h is then the set of the block, whose lock is
- * held.  NULL if there is no place. */
-static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, bool zero, size_t size, bool *clean,
-                          bool map) {
+ * new region of *h.  *h is then the set of the block, whose lock is held.
+ * NULL if no region can be mapped. */
+static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, bool zero, size_t size, bool *clean) {
   unsigned step = (unsigned)hk_max(alignment >> HK_UNIT_SHIFT, 1), cold;
   int u = -1;
   hk_region_t *r = best_fit(*h, n, step, n, &u, &cold);
@@ -443,12 +440,13 @@ static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, bool 
     }
     hk_unlock(&o->lock);
   }
-  if (!r && map) {
+  if (!r) {
     r = region_map(HK_REGION_SIZE, 0, 0, (unsigned)(*h - sets));
-    if (r) hk_list_push(&(*h)->regions, r);
+    if (!r) return NULL;
+    hk_list_push(&(*h)->regions, r);
     u = (int)first_start(step);
   }
-  return r ? place(r, (unsigned)u, n, zero, size, clean) : NULL;
+  return place(r, (unsigned)u, n, zero, size, clean);
 }
 
 /* Out of address space or memory for a new region of set *h: a place,
@@ -457,13 +455,15 @@ static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, bool 
  * with none. */
 static void *shared_elsewhere(hk_huge_set_t **h, unsigned n, size_t alignment, bool zero, size_t size,
                               bool *clean) {
+  unsigned step = (unsigned)hk_max(alignment >> HK_UNIT_SHIFT, 1), cold;
   hk_huge_set_t *own = *h;
   for (unsigned i = 0; i < HK_ARENAS; i++) {
     if (&sets[i] == own) continue;
     *h = &sets[i];
     hk_lock(&(*h)->lock);
-    void *p = shared_alloc(h, n, alignment, zero, size, clean, false);
-    if (p) return p;
+    int u;
+    hk_region_t *r = best_fit(*h, n, step, n, &u, &cold);
+    if (r) return place(r, (unsigned)u, n, zero, size, clean);
     hk_unlock(&(*h)->lock);
   }
   *h = NULL;
@@ -478,7 +478,7 @@ static void *shared_elsewhere(hk_huge_set_t **h, unsigned n, size_t alignment, b
 static int first_warm_run(const hk_region_t *r, unsigned n) {
   unsigned carry = 0;  /* resident free units at the top of the words so far */
   for (unsigned k = 0; k * 64 < r->top; k++) {
-    uint64_t x = ~r->used[k] & resident_free(r, k);
+    uint64_t x = ~r->used[k] & r->warm[k];
     unsigned lead = x == ~0ull ? 64 : (unsigned)__builtin_ctzll(~x);
     if (carry + lead >= n) return (int)(k * 64 - carry);
     if (x == ~0ull) {
@@ -511,7 +511,7 @@ void *hk_huge_take_class(unsigned cls, bool *zero) {
     int u = first_warm_run(r, n);
     if (u >= 0) p = place(r, (unsigned)u, n, false, 0, zero);
   }
-  if (!p) p = shared_alloc(&h, n, 1, false, 0, zero, true);
+  if (!p) p = shared_alloc(&h, n, 1, false, 0, zero);
   if (!p) {
     hk_unlock(&h->lock);
     if (!(p = shared_elsewhere(&h, n, 1, false, 0, zero))) return NULL;
@@ -627,7 +627,7 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   for (int tries = 0;; tries++) {
     h = shared ? own_set() : &sets[0];
     hk_lock(&h->lock);
-    p = shared ? shared_alloc(&h, (unsigned)n, alignment, zero, size, NULL, true) : jumbo_alloc(size, alignment, zero);
+    p = shared ? shared_alloc(&h, (unsigned)n, alignment, zero, size, NULL) : jumbo_alloc(size, alignment, zero);
     if (!p) hk_unlock(&h->lock);
     if (!p && shared) p = shared_elsewhere(&h, (unsigned)n, alignment, zero, size, NULL);
     if (p) break;
@@ -797,9 +797,6 @@ void *hk_huge_realloc(void *p, size_t size) {
   return q;
 }
 
-/* Gives back the huge blocks' free memory as superslab.c's purges do for
- * units (see there): units of shared regions, then whole regions: empty
- * shared ones beyond the first, and cached jumbo ones.  Returns the bytes. */
 /* Units of set h's regions given back: its dirty ones in the epoch `old`,
  * while `bytes` < `want`; returns the new total. */
 static size_t purge_epoch(hk_huge_set_t *h, bool old, size_t want, size_t bytes) {
@@ -828,7 +825,7 @@ static size_t purge_set(hk_huge_set_t *h, int mode, unsigned *empty, bool *pendi
     next = r->next;
     bool dirty_old = false;
     for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
-      uint64_t bits = mode == HK_PURGE_DUE ? r->dirty_old[k] : resident_free(r, k);
+      uint64_t bits = mode == HK_PURGE_DUE ? r->dirty_old[k] : r->warm[k];
       size_t n = bits ? decommit_units(r, k, bits) : 0;
       if (n) hk_resident_add(&h->resident, -(ptrdiff_t)n);
       bytes += n;
@@ -865,8 +862,7 @@ static size_t purge_set(hk_huge_set_t *h, int mode, unsigned *empty, bool *pendi
 
 /* Gives back the huge blocks' free memory as superslab.c's purges do for
  * units (see there): units of shared regions, then whole regions: empty
- * shared ones (see below), and cached jumbo ones.  Returns
- * the bytes. */
+ * shared ones (see below), and cached jumbo ones.  Returns the bytes. */
 size_t hk_huge_purge(int mode, size_t want) {
   size_t bytes = 0;
   if (hk_opt.decommit == HK_DECOMMIT_OFF) return 0;  /* free memory stays, counted as resident */
