@@ -58,6 +58,24 @@ UNIT_TEST(region_nothing_fits) {
   CHECK_EQ(fit(used, warm, HK_REGION_UNITS - HK_REGION_HEADER_UNITS + 1), -1);
 }
 
+/* The units from `end` on are one stretch with the free units just below
+ * it, or alone when the unit below `end` is in use, at a word's edge or not. */
+UNIT_TEST(region_stretch_past_end) {
+  for (unsigned end = 639; end <= 641; end++) {
+    region_bits_t used = {0}, warm = {0};
+    unsigned cold, slack;
+    set_units(used, 0, end);
+    CHECK_EQ(hk_region_fit(used, warm, end, 5, 1, 5, &cold, &slack), (int)end);
+    CHECK_EQ(slack, HK_REGION_UNITS - end - 5);
+    clear_units(used, end - 3, 3);
+    set_units(warm, end - 3, 3);
+    CHECK_EQ(hk_region_fit(used, warm, end, 5, 1, 5, &cold, &slack), (int)end - 3);  /* 3 resident, 2 fresh */
+    CHECK_EQ(cold, 2);
+    CHECK_EQ(hk_region_fit(used, warm, end, 3, 1, 3, &cold, &slack), (int)end - 3);
+    CHECK_EQ(cold, 0);
+  }
+}
+
 UNIT_TEST(region_resident_units_first) {
   region_bits_t used = {0}, warm = {0};
   unsigned cold, slack;
