@@ -146,8 +146,9 @@ static inline __attribute__((always_inline)) unsigned bits_next(const uint64_t *
  * the count of warm units in a window of n has its maxima there, so the
  * fewest cold units is found exactly; with a larger step every allowed start
  * is tried.  Units from `end` on are free and cold (the part of a region
- * never touched), and not looked at.  Returns the first unit, or -1; *cold
- * and *slack get the figures. */
+ * never touched: their bits must be clear), and only their count matters.
+ * Returns the first unit, or -1; *cold and *slack get the figures of a
+ * place found. */
 typedef struct hk_fit {
   int at;
   unsigned cold, slack, edge;
@@ -167,7 +168,7 @@ static void fit_try(hk_fit_t *f, const uint64_t *warm, unsigned p, unsigned n, u
  * free units are found a word at a time. */
 static unsigned shortest_stretch(const uint64_t *used, unsigned end, unsigned n, unsigned *at) {
   unsigned best = 0, lo = 0, words = (end + 63) / 64;
-  uint64_t before = 1; /* the unit before the one looked at is in use */
+  uint64_t before = 1;  /* the unit before the one looked at is in use */
   for (unsigned k = 0; k < words; k++) {
     uint64_t x = used[k];
     for (uint64_t edges = x ^ (x << 1 | before); edges; edges &= edges - 1) {
@@ -188,7 +189,7 @@ int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsi
   /* The start of the shortest stretch, all resident, beats every other
    * place; it mostly is (blocks come back resident), and finding it costs
    * a third of the full walk's instructions. */
-  unsigned at, len = shortest_stretch(used, end, n, &at);
+  unsigned at = 0, len = shortest_stretch(used, end, n, &at);
   if (!len) return -1;
   if (step == 1 && bits_next(warm, at, false, at + n) == at + n) {
     *cold = 0;

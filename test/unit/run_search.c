@@ -73,6 +73,7 @@ UNIT_TEST(region_stretch_past_end) {
     CHECK_EQ(cold, 2);
     CHECK_EQ(hk_region_fit(used, warm, end, 3, 1, 3, &cold, &slack), (int)end - 3);
     CHECK_EQ(cold, 0);
+    CHECK_EQ(slack, HK_REGION_UNITS - end);  /* in the stretch that runs to the region's end */
   }
 }
 
