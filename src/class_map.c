@@ -46,11 +46,9 @@ static bool page_writable(size_t i) {
   return atomic_load_explicit(&map_writable[i / 64], memory_order_acquire) >> i % 64 & 1;
 }
 
-/* Makes the pages of map entries [u, u + units) writable; false if the
- * kernel refuses (out of memory). */
-static bool map_make_writable(uintptr_t u, size_t units) {
-  size_t page = hk_os_page_size();
-  uintptr_t first = (uintptr_t)&hk_fast.map[u] & ~(page - 1), last = (uintptr_t)&hk_fast.map[u + units - 1];
+/* Makes the map's pages from `first` to `last` (page size `page`) writable;
+ * false if the kernel refuses (out of memory). */
+static __attribute__((noinline)) bool pages_make_writable(uintptr_t first, uintptr_t last, size_t page) {
   for (uintptr_t at = first; at <= last; at += page) {
     size_t i = (at - (uintptr_t)reserved) / 4096;
     if (page_writable(i)) continue;
@@ -68,6 +66,16 @@ static bool map_make_writable(uintptr_t u, size_t units) {
     hk_unlock(&protect_lock);
   }
   return true;
+}
+
+/* Makes the pages of map entries [u, u + units) writable; false if the
+ * kernel refuses.  Most calls set one entry, on a page made writable long
+ * ago: that case looks at one bit, without the loop's saved registers. */
+static bool map_make_writable(uintptr_t u, size_t units) {
+  size_t page = hk_os_page_size();
+  uintptr_t first = (uintptr_t)&hk_fast.map[u] & ~(page - 1), last = (uintptr_t)&hk_fast.map[u + units - 1];
+  if (last - first < page && page_writable((first - (uintptr_t)reserved) / 4096)) return true;
+  return pages_make_writable(first, last, page);
 }
 
 /* Sets the map's pages that were never written to `prot` (PROT_NONE or
