@@ -105,23 +105,21 @@ static unsigned bits_in(uint64_t x, uint64_t mask, unsigned len) {
   return x == mask ? len : x ? (unsigned)__builtin_popcountll(x) : 0;
 }
 
-/* Clears (op 0), sets (op 1) or counts (op 2: w is only read) the bits
- * [at, at+n) of w, a word at a time; returns the count. */
+/* Sets (op 1) or counts (op 0: w is only read) the bits [at, at+n) of w, a
+ * word at a time; returns the count. */
 static inline __attribute__((always_inline)) unsigned bits_op(uint64_t *w, unsigned at, unsigned n, int op) {
   unsigned count = 0;
   for (unsigned i = at, end = at + n; i < end;) {
     unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
     uint64_t mask = hk_bits(i % 64, len);
-    if (op == 0) w[k] &= ~mask;
-    else if (op == 1) w[k] |= mask;
+    if (op) w[k] |= mask;
     else count += bits_in(w[k], mask, len);
     i += len;
   }
   return count;
 }
-static void bits_clear(uint64_t *w, unsigned at, unsigned n) { bits_op(w, at, n, 0); }
 static void bits_set(uint64_t *w, unsigned at, unsigned n) { bits_op(w, at, n, 1); }
-static unsigned bits_count(const uint64_t *w, unsigned at, unsigned n) { return bits_op((uint64_t *)w, at, n, 2); }
+static unsigned bits_count(const uint64_t *w, unsigned at, unsigned n) { return bits_op((uint64_t *)w, at, n, 0); }
 
 /* The first unit from `from` on, below `end`, whose bit is `value`; else `end`. */
 static inline __attribute__((always_inline)) unsigned bits_next(const uint64_t *w, unsigned from, bool value,
@@ -392,19 +390,23 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
   }
 }
 
+/* Gives back units [u, u+n) of a shared region: resident and free, waiting
+ * for the purge, or decommitted at once without a purge delay. */
 static void release_units(hk_region_t *r, unsigned u, unsigned n) {
-  bits_clear(r->used, u, n);
-  if (hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF) {
-    for (unsigned i = u, end = u + n; i < end;) {
-      unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
-      decommit_units(r, k, hk_bits(i % 64, len));
-      i += len;
+  bool now = hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF;
+  for (unsigned i = u, end = u + n; i < end;) {
+    unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
+    uint64_t mask = hk_bits(i % 64, len);
+    r->used[k] &= ~mask;
+    if (now) {
+      decommit_units(r, k, mask);
+    } else {
+      r->dirty[k] |= mask;
+      r->warm[k] |= mask;
     }
-  } else {
-    bits_set(r->dirty, u, n);
-    bits_set(r->warm, u, n);
-    hk_resident_add(&set_of(r)->resident, (ptrdiff_t)units_bytes(n));
+    i += len;
   }
+  if (!now) hk_resident_add(&set_of(r)->resident, (ptrdiff_t)units_bytes(n));
 }
 
 /* The first unit past the header where a block aligned to `step` units may start. */
