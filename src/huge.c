@@ -172,7 +172,10 @@ static unsigned shortest_stretch(const uint64_t *used, unsigned end, unsigned n,
     for (uint64_t edges = x ^ (x << 1 | before); edges; edges &= edges - 1) {
       unsigned u = k * 64 + (unsigned)__builtin_ctzll(edges);
       if (!(x >> (u % 64) & 1)) lo = u;
-      else if (u - lo >= n && (u - lo < best || !best)) best = u - lo, *at = lo;
+      else if (u - lo >= n && (u - lo < best || !best)) {
+        best = u - lo, *at = lo;
+        if (best == n) return best;  /* none shorter, and the lowest of equals */
+      }
     }
     before = x >> 63;
   }
