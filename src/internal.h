@@ -393,7 +393,7 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define HK_TRANSFER_LISTS 16                    /* holding at most this many full thread cache lists */
 #define HK_CPU_SETS 64                          /* sets of transfer slots: one per CPU, up to this */
 #define HK_LARGE_MIN ((size_t)32 * 1024)        /* classes above: one block per slab */
-#define HK_LARGE_CACHE ((size_t)8 << 20)        /* bytes of large blocks a thread may cache, */
+#define HK_LARGE_CACHE ((size_t)4 << 20)        /* bytes of large blocks a thread may cache, */
 #define HK_LARGE_CACHE_MIN ((size_t)256 << 10)  /* from this at its start or when many threads share */
 #define HK_LARGE_GROWTH 1024                    /* misses that double a thread's budget */
 #define HK_LARGE_CACHE_MAX ((size_t)16 << 20)   /* the budget of a thread that has missed */
