@@ -208,11 +208,11 @@ static atomic_uint live_threads;  /* threads with an active cache */
  * HK_LARGE_CACHE, then HK_LARGE_CACHE_MAX after HK_LARGE_GROWTH_MAX of them,
  * and within its share of the process-wide budget.  A thread that takes
  * large blocks at a high rate earns a cache that serves most of them; one
- * that takes a few (a short-lived one) keeps few.  The last doubling asks for
- * 64 times the misses, and the step before it stops at 4 MiB: two threads
- * replacing blocks of up to 64 KiB (larson 2 1.0 1000 1 16 65536) miss a
- * million times a second and reach the last doubling in a few tens of
- * milliseconds, while a thread with blocks up to 1 MiB (mixed_large 500000
+ * that takes a few (a short-lived one) keeps few.  The last step (to 16 MiB)
+ * asks for 64 times the misses, and the one before it stops at 4 MiB: two
+ * threads replacing blocks of up to 64 KiB (larson 2 1.0 1000 1 16 65536)
+ * miss half a million times a second each and take the last step within
+ * about a tenth of a second, while a thread with blocks up to 1 MiB (mixed_large 500000
  * 500 1, 46 000 misses) peaked 8 MiB higher with a step of 8 MiB (68.4
  * against 60.4 MiB), no faster. */
 static size_t large_budget(const hk_tcache_t *tc) {

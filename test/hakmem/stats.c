@@ -142,8 +142,9 @@ static void *large_user(void *arg) {
   kept[0] = own_cached(64 * 1024);
   for (int r = 0; r < 200; r++) large_round(p, 100);
   kept[1] = own_cached(64 * 1024);
-  /* 200 blocks (12.5 MiB): past 4 MiB (64 blocks) the whole list goes back,
-   * over 130 misses a round, until 65 536 of them earn the last doubling */
+  /* 200 blocks (12.5 MiB): past 4 MiB (64 blocks) the list goes back at
+   * every 65th free, 5 kept and 195 misses a round, until 65 536 of them
+   * earn the last step (to 16 MiB), about 260 rounds in */
   for (int r = 0; r < 700; r++) large_round(p, 200);
   kept[2] = own_cached(64 * 1024);
   return NULL;
