@@ -189,7 +189,8 @@ int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsi
                   unsigned limit, unsigned *cold, unsigned *slack) {
   /* The start of the shortest stretch, all resident, beats every other
    * place; it mostly is (blocks come back resident), and finding it costs
-   * a third of the full walk's instructions. */
+   * less than the full walk (per call at 16 live blocks of 1-4 MiB, under
+   * callgrind: about 470 instructions against 810). */
   unsigned at = 0, len = shortest_stretch(used, end, n, &at);
   if (!len) return -1;
   if (step == 1 && bits_next(warm, at, false, at + n) == at + n) {
