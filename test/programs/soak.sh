@@ -45,12 +45,22 @@ mkdir "$work/canned"
     case $i in 1|2) ops=100 rss=1000 ;; 9|10) ops=98 rss=1010 ;; *) ops=99 rss=1005 ;; esac
     echo "x,0,$i,$i,${ops}000000,${ops}000000,$i,$rss,1,30,1,0,2,0,4096"
   done
+  # the baseline: taking turns on a CPU at 100 and one at 125, steady on each
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    cpu=$((i % 2)); ops=$((100 + 25 * cpu))
+    echo "mimalloc,$cpu,$i,$i,${ops}000000,${ops}000000,$i,1000,1,30,1,0,2,0,4096"
+  done
 } > "$work/canned/soak.csv"
 python3 "$root/scripts/soak" --analyze "$work/canned" > "$work/analysis" || { cat "$work/analysis"; fail "--analyze failed"; }
-# mean 99 M, CV 0.67 %, drift -2 %, RSS 1000 -> 1010 KiB (1.0 MiB), peak 1010, drift +1 %,
+# mean 99 M, CV 0.67 % (on one CPU: the same within it), drift -2 %, RSS 1000 -> 1010 KiB (1.0 MiB), peak 1010, drift +1 %,
 # ns/op p50 5, p90 9, p99 and p99.9 none (10 epochs are too few: both would be the maximum), max 10,
 # 9 page faults and 27 OS calls after epoch 1
-grep -q '^| x | 10 | 99.00 | 0.67 | -2.00 | 1.0 | 1.0 | 1.0 | +1.00 | 5.00 | 9.00 | - | - | 10.00 | 9 | 30 → 30 | 27 |$' \
+grep -q '^| x | 10 | 99.00 | 0.67 | 0.67 | -2.00 | 1.0 | 1.0 | 1.0 | +1.00 | 5.00 | 9.00 | - | - | 10.00 | 9 | 30 → 30 | 27 |$' \
   "$work/analysis" || { cat "$work/analysis"; fail "wrong analysis of known figures"; }
-grep -q '^| x | yes | yes | - |$' "$work/analysis" || { cat "$work/analysis"; fail "wrong criteria for drifts of +1 % and -2 %"; }
+# the baseline's CV is all the two CPUs' difference (11.71 %); within a CPU it is 0
+grep -q '^| mimalloc | 10 | 112.50 | 11.71 | 0.00 | +0.00 | 1.0 | 1.0 | 1.0 | +0.00 | 5.00 | 9.00 | - | - | 10.00 | 9 | 30 → 30 | 27 |$' \
+  "$work/analysis" || { cat "$work/analysis"; fail "wrong CV within a CPU"; }
+# drifts of +1 % and -2 % are within the criteria; a CV within a CPU of 0.67 % is worse than 0
+grep -q '^| x | yes | yes | \*\*no\*\* |$' "$work/analysis" || { cat "$work/analysis"; fail "wrong criteria"; }
+grep -q '^| mimalloc | yes | yes | - |$' "$work/analysis" || { cat "$work/analysis"; fail "wrong criteria for the baseline"; }
 echo "soak: two epochs of hakmem beside glibc, one on each CPU, soak.csv and its analysis"
