@@ -112,12 +112,16 @@ def _drift(values):
 def _cv_within_cpu(epochs):
     """CV (%) of the epochs' throughput, each divided by the mean of the
     epochs on its CPU: what varies from epoch to epoch, without the
-    difference between the two CPUs a soak takes turns on (a quarter on this
-    kind of machine, which makes the CV of all the epochs about 10 % for any
-    allocator).  The plain CV where the epochs ran on one CPU."""
+    difference between the two CPUs a soak takes turns on (a fifth to a
+    third on this kind of machine, which alone makes the CV of all the
+    epochs about 10 % for any allocator).  The plain CV where the epochs ran
+    on one CPU; None where a CPU had fewer than two epochs (its one epoch
+    would be its own mean: a CV of 0 that measured nothing)."""
     by_cpu = {}
     for e in epochs:
         by_cpu.setdefault(e["cpu"], []).append(float(e["ops_per_sec"]))
+    if any(len(v) < 2 for v in by_cpu.values()):
+        return None
     means = {cpu: stats.summarize(v).mean for cpu, v in by_cpu.items()}
     if not all(means.values()):
         return None
@@ -212,8 +216,8 @@ HOW = ("Each allocator ran bench/soak, one process for the whole run, the worklo
        "mmap, munmap, madvise and mremap calls (hak_os_stats) in the epoch; the process's mappings.  "
        "Drift: the mean of the last fifth of the epochs against the mean of the first fifth.  CV: of the "
        "epochs' throughput; within a CPU: each epoch's throughput divided by the mean of the allocator's epochs "
-       "on the same CPU, so that the difference between the two CPUs (a quarter on this kind of machine) does "
-       "not count as the allocator's variation.  ns/op percentiles: over the epochs (nearest rank), a proxy for "
+       "on the same CPU, so that the difference between the two CPUs does not count as the allocator's "
+       "variation.  ns/op percentiles: over the epochs (nearest rank), a proxy for "
        "tail latency; - where the epochs are too few for one to be below the maximum (100 for p99, 1000 for p99.9).")
 
 
