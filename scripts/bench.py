@@ -81,7 +81,7 @@ def run_matrix(benches, allocs, opts, tools, progress):
                     failed(bench, alloc, f"run {i}", r)
         for alloc in allocs if traced else ():
             progress.step(f"{bench.name} {alloc.name} strace")
-            env = alloc.env(HAKMEM_SS_OS_STATS="1") if alloc.name == "hakmem" else alloc.env()
+            env = alloc.env(HAKMEM_SS_OS_STATS="1") if allocators.is_hakmem(alloc.name) else alloc.env()
             counts, r = runner.os_call_counts(argv, env, opts.timeout)
             if not r.ok:
                 failed(bench, alloc, "strace run", r)
@@ -250,8 +250,9 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="small sizes: the whole matrix in about a minute")
     p.add_argument("--benches", default="", help="comma-separated benchmarks or programs (default all)")
     p.add_argument("--allocators", default=",".join(allocators.ORDER),
-                   help=f"comma-separated, from {','.join(allocators.ORDER)}, and NAME=PATH for an allocator "
-                   "built as a shared object, run under NAME (default: the built-in ones)")
+                   help=f"comma-separated, from {','.join(allocators.ORDER)}, hakmem-PROFILE (hakmem under "
+                   f"HAKMEM_PROFILE={'|'.join(allocators.PROFILES)}), and NAME=PATH for an allocator built as a "
+                   "shared object, run under NAME (default: hakmem and the peers)")
     p.add_argument("--timeout", type=float, help="seconds before a run is killed (default 600, 60 with --quick)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results"), help="where reports go")
     mode = p.add_mutually_exclusive_group()

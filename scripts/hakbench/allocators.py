@@ -19,6 +19,21 @@ from dataclasses import dataclass
 from . import elf
 
 ORDER = ("hakmem", "mimalloc", "tcmalloc", "jemalloc", "glibc")
+# hakmem-PROFILE, also built in: hakmem under HAKMEM_PROFILE=PROFILE (hakmem
+# alone runs the default, speed), so that one matrix shows what each profile
+# costs and saves beside the peers.
+PROFILES = ("speed", "balanced", "lean")
+
+
+def profile_of(name):
+    """PROFILE for hakmem-PROFILE, else None."""
+    base, sep, profile = name.partition("-")
+    return profile if base == "hakmem" and sep and profile in PROFILES else None
+
+
+def is_hakmem(name):
+    """hakmem or one of its profiles: not a peer."""
+    return name == "hakmem" or profile_of(name) is not None
 BASELINE = "mimalloc"  # ratios are to its median
 
 # name -> (Debian package, shared object it installs)
@@ -86,7 +101,7 @@ def from_path(name, path):
     object that the dynamic loader preloads into a program."""
     if not NAME.fullmatch(name):
         raise ValueError(f"{name!r} is not a usable name (letters, digits and _ . + -)")
-    if name in ORDER:
+    if name in ORDER or profile_of(name):
         raise ValueError(f"{name} is the name of a built-in allocator; give this one another")
     path = os.path.abspath(path)
     if not os.path.isfile(path):
@@ -114,8 +129,9 @@ def parse(specs):
     out, seen = [], set()
     for spec in specs:
         name, sep, path = spec.partition("=")
-        if not sep and name not in ORDER:
-            raise ValueError(f"unknown allocator {name}; known: {', '.join(ORDER)}, or NAME=PATH to a shared object")
+        if not sep and name not in ORDER and not profile_of(name):
+            raise ValueError(f"unknown allocator {name}; known: {', '.join(ORDER)}, "
+                             f"{', '.join('hakmem-' + p for p in PROFILES)}, or NAME=PATH to a shared object")
         if name in seen:
             raise ValueError(f"{name} is given twice")
         seen.add(name)
@@ -186,11 +202,13 @@ def prepare(specs, hakmem_so, tools=()):
             allocators.append(spec)
         elif spec == "glibc":
             allocators.append(Allocator(spec, None))
-        elif spec == "hakmem":
+        elif is_hakmem(spec):
             if os.path.exists(hakmem_so):
-                allocators.append(Allocator(spec, os.path.abspath(hakmem_so)))
+                profile = profile_of(spec)
+                allocators.append(Allocator(spec, os.path.abspath(hakmem_so),
+                                            settings=(("HAKMEM_PROFILE", profile),) if profile else ()))
             else:
-                note(f"skipping hakmem: {hakmem_so} does not exist (make lib)")
+                note(f"skipping {spec}: {hakmem_so} does not exist (make lib)")
         else:
             path = _find_library(*PEERS[spec])
             if path:

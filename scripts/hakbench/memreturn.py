@@ -7,19 +7,19 @@ and a chart of RSS over time."""
 import os
 
 from . import charts, report, runner
-from .allocators import Allocator
-
-PROFILES = ("speed", "balanced", "lean")
+from .allocators import PROFILES, Allocator, profile_of
 CSV_COLUMNS = ("allocator", "t_ms", "rss_kb")
 
 
 def contenders(allocs):
-    """The allocators, hakmem once per profile (named hakmem-PROFILE)."""
+    """The allocators, hakmem once per profile (named hakmem-PROFILE; a
+    profile given on its own as well runs once)."""
     out = []
+    expanded = any(a.name == "hakmem" for a in allocs)
     for a in allocs:
         if a.name == "hakmem":
             out += [Allocator(f"hakmem-{p}", a.preload, settings=(("HAKMEM_PROFILE", p),)) for p in PROFILES]
-        else:
+        elif not (expanded and profile_of(a.name)):
             out.append(a)
     return out
 

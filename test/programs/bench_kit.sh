@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # test-needs: python3
 # The bench kit with any allocator: scripts/bench.py runs one given as
-# NAME=PATH under its name and records its file in the report, and refuses
+# NAME=PATH under its name and records its file in the report, runs hakmem
+# under a profile as hakmem-PROFILE, and refuses
 # a path that is not a preloadable shared object; scripts/compare tells a
 # real difference between two result directories from noise, and warns of a
 # benchmark pinned differently; the rounds' order puts every allocator after
@@ -84,7 +85,8 @@ grep -q 'pinned' "$work/cmp" && { cat "$work/cmp"; fail "a pinning warning again
 
 # --- scripts/ab's difference: taken round by round, a drift of the machine that moves both runs of a
 # round leaves it alone; without rounds (a mean against a mean) the same runs would be all noise ---
-python3 - "$root/scripts" <<'PY' || fail "interleaved.difference"
+lib=$(cd "$(dirname "$HAKMEM_LIB")" && pwd)/$(basename "$HAKMEM_LIB")
+python3 - "$root/scripts" "$lib" <<'PY' || fail "the kit's Python checks (rounds, memory return, profiles)"
 import sys
 sys.path.insert(0, sys.argv[1])
 from hakbench import interleaved
@@ -115,17 +117,30 @@ samples = [(t, 1024) for t in range(100, 2001, 100)]
 table = memreturn.markdown("memory_return 8 2 100", {"x": ({"peak_kb": "2048", "freed_kb": "2048"}, samples, done)},
                            None)
 assert table[-2] == "| x | 2.0 | 2.0 | 1.0 | 1.0 | 1.0 | - | never |", table[-2]
+# hakmem-PROFILE runs hakmem under that profile (hakmem alone: no profile set);
+# the memory-return run, which runs hakmem once per profile, runs each once
+from hakbench import allocators
+lib = sys.argv[2]
+allocs, _ = allocators.prepare(allocators.parse(["hakmem", "hakmem-lean", "hakmem-balanced"]), lib)
+assert [(a.name, a.preload, a.env().get("HAKMEM_PROFILE")) for a in allocs] == [
+    ("hakmem", lib, None), ("hakmem-lean", lib, "lean"), ("hakmem-balanced", lib, "balanced")], allocs
+assert [a.name for a in memreturn.contenders(allocs)] == ["hakmem-speed", "hakmem-balanced", "hakmem-lean"]
+assert [a.name for a in memreturn.contenders(allocs[1:])] == ["hakmem-lean", "hakmem-balanced"]
+assert [allocators.is_hakmem(n) for n in ("hakmem", "hakmem-speed", "hakmem-x", "mimalloc")] == [True, True, False,
+                                                                                                  False]
 PY
 
 # --- scripts/bench.py with an allocator given by path ---
 bench() { python3 "$root/scripts/bench.py" --build "$build" --out "$work/results" "$@"; }
-if bench --quick --runs 1 --benches random_mixed --allocators "glibc,mine=$HAKMEM_LIB" > "$work/bench.out" 2>&1; then :; else
+if bench --quick --runs 1 --benches random_mixed --allocators "glibc,mine=$HAKMEM_LIB,hakmem-lean" > "$work/bench.out" 2>&1
+then :; else
   cat "$work/bench.out"
   fail "bench.py with an allocator given by path failed"
 fi
 report=$(ls "$work"/results/*/report.md)
 results=$(dirname "$report")/results.csv
 grep -q '^random_mixed,mine,' "$results" || { cat "$results"; fail "results.csv has no row for mine"; }
+grep -q '^random_mixed,hakmem-lean,' "$results" || { cat "$results"; fail "results.csv has no row for hakmem-lean"; }
 sum=$(sha256sum "$HAKMEM_LIB" | cut -d' ' -f1)
 grep -q "^- mine: $HAKMEM_LIB (soname libhakmem\.so\.[0-9]*, [0-9]* bytes, modified .*, sha256 $sum)\$" "$report" ||
   { grep '^- ' "$report"; fail "report.md does not describe the file of mine"; }
@@ -141,6 +156,8 @@ refused "is not an ELF file" "mine=$work/old/runs.csv"
 cp "$build/bench/random_mixed" "$work/prog"
 refused "cannot be preloaded" "mine=$work/prog"
 refused "name of a built-in allocator" "jemalloc=$HAKMEM_LIB"
+refused "name of a built-in allocator" "hakmem-lean=$HAKMEM_LIB"
+refused "unknown allocator hakmem-fast" "hakmem-fast"
 refused "unknown allocator nosuch" "hakmem,nosuch"
 
 echo "compare: faster, same, too few runs, warnings (arguments, pinning, drift); rounds in a balanced order; bench.py ran and described an allocator given by path"
