@@ -147,14 +147,15 @@ def method(opts, tools):
         "runs.csv), by the affinity the benchmark is spawned with: no other program runs before it under the "
         "allocator, where GNU time would count it too.  "
         "Every allocator runs the same binary: hakmem, the peers and "
-        "those given by path with LD_PRELOAD, glibc with nothing preloaded.",
+        "those given by path with LD_PRELOAD, glibc with nothing preloaded; hakmem-PROFILE is hakmem under "
+        "HAKMEM_PROFILE=PROFILE (hakmem alone: the default, speed).",
         "Throughput is the benchmark's own figure, malloc and free calls per second of its timed loop: "
         f"median, mean, coefficient of variation, and the median's ratio to {BASELINE}'s.",
         "Peak RSS and minor page faults of each run are measured by GNU time (ru_maxrss, ru_minflt), medians; "
         "GNU time runs without the allocator, which `env` preloads for the benchmark alone."
         if "time" in tools else "No peak RSS nor page faults: GNU time is not installed.",
-        "The syscall counts come from one extra, untimed run under `strace -f -c`, in which hakmem also "
-        "counts its own OS calls (HAKMEM_SS_OS_STATS=1)." if "strace" in tools
+        "The syscall counts come from one extra, untimed run under `strace -f -c`, in which hakmem (and "
+        "hakmem-PROFILE) also counts its own OS calls (HAKMEM_SS_OS_STATS=1)." if "strace" in tools
         else "No syscall counts: strace is not installed.",
     ]
     return "  ".join(text)
@@ -228,18 +229,18 @@ def instruction_counts(allocs, opts):
     double = [argv[0], str(2 * iters), *CALLGRIND_ARGS[1:]]
     print(f"random_mixed {' '.join(CALLGRIND_ARGS)} under callgrind, instructions per iteration "
           f"(steady: {2 * iters} iterations less {iters}, start-up and exit left out):")
-    print(f"  {'allocator':10} {'total':>8} {'loop':>8} {'malloc+free':>12} {'steady':>8}")
+    print(f"  {'allocator':15} {'total':>8} {'loop':>8} {'malloc+free':>12} {'steady':>8}")
     status = 0
     for alloc in allocs:
         count, r = callgrind.instructions(argv, alloc.env(), opts.timeout)
         twice, r2 = callgrind.instructions(double, alloc.env(), opts.timeout) if count else (None, r)
         if twice is None:
-            print("\n".join(filter(None, [f"  {alloc.name:10} failed: {r2.status}", tail(r2.stderr)])))
+            print("\n".join(filter(None, [f"  {alloc.name:15} failed: {r2.status}", tail(r2.stderr)])))
             status = 1
         else:
             total, loop = count.total / iters, count.main / iters
             steady = ((twice.total - count.total) - (twice.main - count.main)) / iters
-            print(f"  {alloc.name:10} {total:8.2f} {loop:8.2f} {total - loop:12.2f} {steady:8.2f}")
+            print(f"  {alloc.name:15} {total:8.2f} {loop:8.2f} {total - loop:12.2f} {steady:8.2f}")
     return status
 
 

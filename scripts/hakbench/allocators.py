@@ -19,6 +19,15 @@ from dataclasses import dataclass
 from . import elf
 
 ORDER = ("hakmem", "mimalloc", "tcmalloc", "jemalloc", "glibc")
+BASELINE = "mimalloc"  # ratios are to its median
+
+# name -> (Debian package, shared object it installs)
+PEERS = {
+    "mimalloc": ("libmimalloc2.0", "libmimalloc.so.2"),
+    "tcmalloc": ("libtcmalloc-minimal4", "libtcmalloc_minimal.so.4"),
+    "jemalloc": ("libjemalloc2", "libjemalloc.so.2"),
+}
+
 # hakmem-PROFILE, also built in: hakmem under HAKMEM_PROFILE=PROFILE (hakmem
 # alone runs the default, speed), so that one matrix shows what each profile
 # costs and saves beside the peers.
@@ -34,14 +43,7 @@ def profile_of(name):
 def is_hakmem(name):
     """hakmem or one of its profiles: not a peer."""
     return name == "hakmem" or profile_of(name) is not None
-BASELINE = "mimalloc"  # ratios are to its median
 
-# name -> (Debian package, shared object it installs)
-PEERS = {
-    "mimalloc": ("libmimalloc2.0", "libmimalloc.so.2"),
-    "tcmalloc": ("libtcmalloc-minimal4", "libtcmalloc_minimal.so.4"),
-    "jemalloc": ("libjemalloc2", "libjemalloc.so.2"),
-}
 
 # command -> (Debian package, what goes without it)
 TOOLS = {

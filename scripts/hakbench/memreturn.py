@@ -8,6 +8,7 @@ import os
 
 from . import charts, report, runner
 from .allocators import PROFILES, Allocator, profile_of
+
 CSV_COLUMNS = ("allocator", "t_ms", "rss_kb")
 
 

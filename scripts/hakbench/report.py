@@ -116,7 +116,7 @@ def markdown(title, machine, method, rows, charts, failures):
         for r in group:
             cells = _cells(r)
             md.append(f"| {r['allocator']} | " + " | ".join(cells[c] for c in MARKDOWN) + " |")
-        md += [f"\nhakmem's own count: {r['hakmem_os_stats']}" for r in group if r["hakmem_os_stats"]]
+        md += [f"\n{r['allocator']}'s own count: {r['hakmem_os_stats']}" for r in group if r["hakmem_os_stats"]]
         md.append("")
     if failures:
         md += ["## Failures", ""] + [f"- {f}" for f in failures] + [""]

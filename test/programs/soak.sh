@@ -61,7 +61,7 @@ python3 "$root/scripts/soak" --analyze "$work/canned" > "$work/analysis" || { ca
 grep -q '^| x | 10 | 99.00 | 0.67 | 0.67 | -2.00 | 1.0 | 1.0 | 1.0 | +1.00 | 5.00 | 9.00 | - | - | 10.00 | 9 | 30 → 30 | 27 |$' \
   "$work/analysis" || { cat "$work/analysis"; fail "wrong analysis of known figures"; }
 # the baseline's CV is nearly all the two CPUs' difference (11.72 %); within a
-# CPU it is that of 1 seven times, 0.99 and 1.01: 0.47 % (the mean of the two
+# CPU it is that of 1 eight times, 0.99 and 1.01: 0.47 % (the mean of the two
 # CPUs' own CVs would be 0.35)
 grep -q '^| mimalloc | 10 | 112.50 | 11.72 | 0.47 | +0.00 | 1.0 | 1.0 | 1.0 | +0.00 | 5.00 | 9.00 | - | - | 10.00 | 9 | 30 → 30 | - |$' \
   "$work/analysis" || { cat "$work/analysis"; fail "wrong CV within a CPU"; }
