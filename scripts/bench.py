@@ -251,9 +251,9 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="small sizes: the whole matrix in about a minute")
     p.add_argument("--benches", default="", help="comma-separated benchmarks or programs (default all)")
     p.add_argument("--allocators", default=",".join(allocators.ORDER),
-                   help=f"comma-separated, from {','.join(allocators.ORDER)}, hakmem-PROFILE (hakmem under "
-                   f"HAKMEM_PROFILE={'|'.join(allocators.PROFILES)}), and NAME=PATH for an allocator built as a "
-                   "shared object, run under NAME (default: hakmem and the peers)")
+                   help=f"comma-separated, from {','.join(allocators.ORDER)}, {allocators.PROFILES_HELP}, and "
+                   "NAME=PATH for an allocator built as a shared object, run under NAME (default: hakmem and the "
+                   "peers)")
     p.add_argument("--timeout", type=float, help="seconds before a run is killed (default 600, 60 with --quick)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results"), help="where reports go")
     mode = p.add_mutually_exclusive_group()

@@ -45,6 +45,18 @@ def is_hakmem(name):
     return name == "hakmem" or profile_of(name) is not None
 
 
+def hakmem(preload, profile=None):
+    """hakmem (the library at preload), or hakmem-PROFILE: under that profile."""
+    if profile is None:
+        return Allocator("hakmem", preload)
+    return Allocator(f"hakmem-{profile}", preload, settings=(("HAKMEM_PROFILE", profile),))
+
+
+# What every --allocators help says of hakmem's profiles.
+PROFILES_HELP = (f"hakmem-PROFILE (hakmem under HAKMEM_PROFILE=PROFILE, {'|'.join(PROFILES)}: a contender of its own, "
+                 "not a peer)")
+
+
 # command -> (Debian package, what goes without it)
 TOOLS = {
     "time": ("time", "peak RSS and page faults"),
@@ -206,9 +218,7 @@ def prepare(specs, hakmem_so, tools=()):
             allocators.append(Allocator(spec, None))
         elif is_hakmem(spec):
             if os.path.exists(hakmem_so):
-                profile = profile_of(spec)
-                allocators.append(Allocator(spec, os.path.abspath(hakmem_so),
-                                            settings=(("HAKMEM_PROFILE", profile),) if profile else ()))
+                allocators.append(hakmem(os.path.abspath(hakmem_so), profile_of(spec)))
             else:
                 note(f"skipping {spec}: {hakmem_so} does not exist (make lib)")
         else:

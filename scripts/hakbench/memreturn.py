@@ -7,7 +7,7 @@ and a chart of RSS over time."""
 import os
 
 from . import charts, report, runner
-from .allocators import PROFILES, Allocator, profile_of
+from .allocators import PROFILES, hakmem, profile_of
 
 CSV_COLUMNS = ("allocator", "t_ms", "rss_kb")
 
@@ -19,7 +19,7 @@ def contenders(allocs):
     expanded = any(a.name == "hakmem" for a in allocs)
     for a in allocs:
         if a.name == "hakmem":
-            out += [Allocator(f"hakmem-{p}", a.preload, settings=(("HAKMEM_PROFILE", p),)) for p in PROFILES]
+            out += [hakmem(a.preload, p) for p in PROFILES]
         elif not (expanded and profile_of(a.name)):
             out.append(a)
     return out

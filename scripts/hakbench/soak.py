@@ -112,9 +112,9 @@ def _drift(values):
 def _cv_within_cpu(epochs):
     """CV (%) of the epochs' throughput, each divided by the mean of the
     epochs on its CPU: what varies from epoch to epoch, without the
-    difference between the two CPUs a soak takes turns on (a fifth to a
-    third on this kind of machine, which alone makes the CV of all the
-    epochs about 10 % for any allocator).  The plain CV where the epochs ran
+    difference between the two CPUs a soak takes turns on (a fifth on this
+    kind of machine at times, which alone made the CV of all the epochs
+    10 % for two allocators).  The plain CV where the epochs ran
     on one CPU; None where a CPU had fewer than two epochs (its one epoch
     would be its own mean: a CV of 0 that measured nothing)."""
     by_cpu = {}
