@@ -105,21 +105,31 @@ static unsigned bits_in(uint64_t x, uint64_t mask, unsigned len) {
   return x == mask ? len : x ? (unsigned)__builtin_popcountll(x) : 0;
 }
 
-/* Sets (op 1) or counts (op 0: w is only read) the bits [at, at+n) of w, a
- * word at a time; returns the count. */
-static inline __attribute__((always_inline)) unsigned bits_op(uint64_t *w, unsigned at, unsigned n, int op) {
+/* Units [at, end) of a bitmap a word at a time: for (span_t s = span(u, n);
+ * span_next(&s);) visits word s.k, whose bits of them are s.mask, s.len of
+ * them. */
+typedef struct span {
+  unsigned at, end, k, len;
+  uint64_t mask;
+} span_t;
+static span_t span(unsigned at, unsigned n) { return (span_t){.at = at, .end = at + n}; }
+static inline __attribute__((always_inline)) bool span_next(span_t *s) {
+  if (s->at >= s->end) return false;
+  s->k = s->at / 64;
+  s->len = hk_min(64 - s->at % 64, s->end - s->at);
+  s->mask = hk_bits(s->at % 64, s->len);
+  s->at += s->len;
+  return true;
+}
+
+static void bits_set(uint64_t *w, unsigned at, unsigned n) {
+  for (span_t s = span(at, n); span_next(&s);) w[s.k] |= s.mask;
+}
+static unsigned bits_count(const uint64_t *w, unsigned at, unsigned n) {
   unsigned count = 0;
-  for (unsigned i = at, end = at + n; i < end;) {
-    unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
-    uint64_t mask = hk_bits(i % 64, len);
-    if (op) w[k] |= mask;
-    else count += bits_in(w[k], mask, len);
-    i += len;
-  }
+  for (span_t s = span(at, n); span_next(&s);) count += bits_in(w[s.k], s.mask, s.len);
   return count;
 }
-static void bits_set(uint64_t *w, unsigned at, unsigned n) { bits_op(w, at, n, 1); }
-static unsigned bits_count(const uint64_t *w, unsigned at, unsigned n) { return bits_op((uint64_t *)w, at, n, 0); }
 
 /* The first unit from `from` on, below `end`, whose bit is `value`; else `end`. */
 static inline __attribute__((always_inline)) unsigned bits_next(const uint64_t *w, unsigned from, bool value,
@@ -373,15 +383,12 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
   }
   r->top = hk_max(r->top, hk_min((u + n + 31) / 32 * 32, HK_REGION_UNITS));  /* past the last huge page touched */
   unsigned reused = 0;
-  for (unsigned i = u, end = u + n; i < end;) {
-    unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
-    uint64_t mask = hk_bits(i % 64, len);
-    reused += bits_in(r->warm[k], mask, len);  /* dirty or dirty_old, never both */
-    r->used[k] |= mask;
-    r->dirty[k] &= ~mask;
-    r->dirty_old[k] &= ~mask;
-    r->warm[k] &= ~mask;
-    i += len;
+  for (span_t s = span(u, n); span_next(&s);) {
+    reused += bits_in(r->warm[s.k], s.mask, s.len);  /* dirty or dirty_old, never both */
+    r->used[s.k] |= s.mask;
+    r->dirty[s.k] &= ~s.mask;
+    r->dirty_old[s.k] &= ~s.mask;
+    r->warm[s.k] &= ~s.mask;
   }
   if (reused) hk_resident_add(&set_of(r)->resident, -(ptrdiff_t)units_bytes(reused));
   if (reused != n) hk_purge_fresh(units_bytes(n - reused));
@@ -398,17 +405,14 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
  * for the purge, or decommitted at once without a purge delay. */
 static void release_units(hk_region_t *r, unsigned u, unsigned n) {
   bool now = hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF;
-  for (unsigned i = u, end = u + n; i < end;) {
-    unsigned k = i / 64, len = hk_min(64 - i % 64, end - i);
-    uint64_t mask = hk_bits(i % 64, len);
-    r->used[k] &= ~mask;
+  for (span_t s = span(u, n); span_next(&s);) {
+    r->used[s.k] &= ~s.mask;
     if (now) {
-      decommit_units(r, k, mask);
+      decommit_units(r, s.k, s.mask);
     } else {
-      r->dirty[k] |= mask;
-      r->warm[k] |= mask;
+      r->dirty[s.k] |= s.mask;
+      r->warm[s.k] |= s.mask;
     }
-    i += len;
   }
   if (!now) hk_resident_add(&set_of(r)->resident, (ptrdiff_t)units_bytes(n));
 }
