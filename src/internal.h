@@ -25,7 +25,9 @@
  *           hk_large_take                 a one-block slab,
  *           hk_huge_take_class            or above 256 KiB a run of units in a huge region
  *         hk_purge_poll                   a tick due? (purge.c) -> hk_central_purge,
- *                                         hk_superslab_purge, hk_huge_purge -> hk_os_decommit
+ *                                         hk_superslab_purge, hk_huge_purge -> hk_os_decommit;
+ *                                         lean mode over its cap: hk_huge_unwritten ->
+ *                                         hk_os_unit_pages (mincore), then the same purges
  *
  *   free(p) = hk_free_fast                p on a block boundary of a small or large class: mark
  *                                         it free, push
@@ -585,6 +587,7 @@ HK_HIDDEN size_t hk_huge_block_of(const void *p, bool *live);
 HK_HIDDEN void hk_huge_counts(size_t *blocks, size_t *bytes, bool peak);  /* in use (or their peaks), as the program sees them */
 HK_HIDDEN size_t hk_huge_used_bytes(void);                      /* of the units in use */
 HK_HIDDEN size_t hk_huge_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
+HK_HIDDEN size_t hk_huge_unwritten(void);  /* of the free bytes counted resident, those not: see there */
 HK_HIDDEN size_t hk_huge_resident(void);  /* bytes of free units and cached jumbo regions still resident */
 HK_HIDDEN void hk_huge_fork_lock(void);
 HK_HIDDEN void hk_huge_fork_unlock(bool child);
@@ -613,6 +616,7 @@ HK_HIDDEN bool hk_os_huge_pages_available(void);  /* the kernel gives transparen
 HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */
 HK_HIDDEN void hk_os_collapse_huge(void *p, size_t size);  /* and made of the pages there now */
 HK_HIDDEN unsigned hk_os_resident_pages(void *p, size_t size);  /* of [p, p+size), in 4 KiB pages, at most 512 */
+HK_HIDDEN bool hk_os_unit_pages(void *p, unsigned n, uint8_t *pages);  /* pages[i]: 4 KiB pages resident in unit i of n <= 64 from p */
 HK_HIDDEN void hk_os_advise_small(void *p, size_t size);  /* no huge pages there, even where THP is "always" */
 HK_HIDDEN void *hk_os_space_first(void);  /* the space's first SuperSlab slot, or NULL */
 HK_HIDDEN void hk_os_protect(void *p, size_t size, bool access);  /* guard pages: access or not */

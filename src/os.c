@@ -250,6 +250,18 @@ unsigned hk_os_resident_pages(void *p, size_t size) {
   return n * (unsigned)(page / HK_PAGE_SIZE);
 }
 
+bool hk_os_unit_pages(void *p, unsigned n, uint8_t *pages) {
+  unsigned char vec[64 * (HK_UNIT_SIZE / HK_PAGE_SIZE)];
+  size_t page = hk_min(hk_os_page_size(), HK_UNIT_SIZE), per_unit = HK_UNIT_SIZE / page;
+  if (hk_keep_errno(mincore(p, (size_t)n << HK_UNIT_SHIFT, vec))) return false;
+  for (unsigned i = 0; i < n; i++) {
+    unsigned resident = 0;
+    for (size_t j = 0; j < per_unit; j++) resident += vec[i * per_unit + j] & 1;
+    pages[i] = (uint8_t)(resident * (page / HK_PAGE_SIZE));
+  }
+  return true;
+}
+
 void hk_os_advise_small(void *p, size_t size) {
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
   hk_keep_errno(madvise(p, size, MADV_NOHUGEPAGE));

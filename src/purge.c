@@ -23,7 +23,9 @@
  * use, not memory left over, and giving it back only bought page faults: at
  * the next trim the cap doubles (up to HK_LEAN_CAP_GROWTH times the target).  After
  * HK_LEAN_QUIET_TICKS ticks without a trim it halves back towards the
- * target. */
+ * target.  What the cap holds is the pages the kernel has: before a trim the
+ * huge regions' free units are looked at (hk_huge_unwritten), since a freed
+ * block of megabytes may have had one page written. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <time.h>
@@ -65,17 +67,29 @@ static size_t lean_cap_now(void) {
   return cap ? cap : lean_target();
 }
 
+/* Free bytes counted as resident, less those the last look found unwritten
+ * (hk_huge_unwritten).  The look is taken again when the count passes the
+ * cap, and at every tick: units taken again since leave its figure too high. */
+static atomic_size_t lean_unwritten;
+static size_t lean_resident(void) {
+  size_t resident = hk_purge_resident();
+  return resident - hk_min(resident, atomic_load_explicit(&lean_unwritten, memory_order_relaxed));
+}
+
 /* (Under HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF nothing is given back: no trim.) */
 static bool over_lean_target(void) {
-  return hk_opt.mem_lean && hk_opt.decommit != HK_DECOMMIT_OFF && hk_purge_resident() > lean_cap_now();
+  return hk_opt.mem_lean && hk_opt.decommit != HK_DECOMMIT_OFF && lean_resident() > lean_cap_now();
 }
 
 /* Lean mode over its cap: gives back free resident memory, the oldest first,
  * down to half the cap, so that the next time waits for as much again.  The
  * caller holds tick_lock. */
 static void lean_trim(void) {
-  size_t resident = hk_purge_resident(), cap = lean_cap_now();
-  if (!hk_opt.mem_lean || resident <= cap) return;
+  size_t cap = lean_cap_now();
+  if (!hk_opt.mem_lean || lean_resident() <= cap) return;
+  atomic_store_explicit(&lean_unwritten, hk_huge_unwritten(), memory_order_relaxed);
+  size_t resident = lean_resident();
+  if (resident <= cap) return;
   uint64_t now = hk_os_now_ms(), retaken_ms = atomic_exchange_explicit(&lean_retaken_ms, 0, memory_order_relaxed);
   atomic_store_explicit(&lean_retaken, 0, memory_order_relaxed);
   if (retaken_ms && retaken_ms - lean_trim_ms <= 4 * hk_max(hk_opt.purge_delay_ms, 1)) {
@@ -90,6 +104,7 @@ static void lean_trim(void) {
     if (bytes < want) bytes += hk_huge_purge(mode, want - bytes);
   }
   atomic_store_explicit(&lean_trimmed, bytes, memory_order_relaxed);
+  atomic_store_explicit(&lean_unwritten, 0, memory_order_relaxed);  /* may have been given back */
   lean_trim_ms = now;
   lean_quiet_ticks = 0;
 }
@@ -121,6 +136,7 @@ static void tick(uint64_t now) {
   hk_superslab_purge(HK_PURGE_DUE, 0);
   hk_huge_purge(HK_PURGE_DUE, 0);
   if (hk_opt.mem_lean) lean_quiet();
+  atomic_store_explicit(&lean_unwritten, 0, memory_order_relaxed);
   lean_trim();
 }
 
