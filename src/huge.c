@@ -40,6 +40,7 @@ typedef struct hk_region {
   uint64_t magic;                   /* HK_REGION_MAGIC ^ the region's address */
   size_t size;                      /* bytes mapped */
   size_t offset;                    /* jumbo: where the block starts; 0 for shared regions */
+  size_t alignment;                 /* jumbo: what its block was made for (a move keeps it) */
   /* Unit bitmaps; a jumbo region uses word 0 as a flag for its one block. */
   uint64_t used[HK_REGION_WORDS];   /* units in use; the header's, always */
   uint64_t dirty[HK_REGION_WORDS], dirty_old[HK_REGION_WORDS];  /* free units still resident, by purge epoch */
@@ -338,6 +339,7 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, uns
   r->magic = HK_REGION_MAGIC ^ (uintptr_t)r;
   r->size = size;
   r->offset = offset;
+  r->alignment = alignment;
   if (offset) r->used[0] = 1;
   else bits_set(r->used, 0, HK_REGION_HEADER_UNITS);
   r->top = HK_REGION_HEADER_UNITS;
@@ -376,14 +378,16 @@ static size_t decommit_units(hk_region_t *r, unsigned k, uint64_t bits) {
  * a huge page makes the whole page resident: its other free units then count
  * as free resident memory (reused first, given back on the purge schedule)
  * rather than lie resident unseen; not on a page a decommit has cut, which
- * the kernel fills 4 KiB at a time.  Only the pages at the block's two ends
- * can have other units. */
+ * the kernel fills 4 KiB at a time, nor on the last page of a hardened
+ * build's block, whose guard cuts it.  Only the pages at the block's two
+ * ends can have other units. */
 static void take_units(hk_region_t *r, unsigned u, unsigned n) {
   unsigned ends[2] = {u / 32, (u + n - 1) / 32};
   bool fresh[2];
   for (int i = 0; i < 2; i++) {
     unsigned k = ends[i] / 2;
-    fresh[i] = hk_opt.huge_thp && !(r->split >> ends[i] & 1) && !((r->used[k] | r->warm[k]) & page_mask(ends[i]));
+    fresh[i] = hk_opt.huge_thp && !(r->split >> ends[i] & 1) && !((r->used[k] | r->warm[k]) & page_mask(ends[i])) &&
+               !(HAK_HARDENED && ends[i] == ends[1]);
   }
   r->top = hk_max(r->top, hk_min((u + n + 31) / 32 * 32, HK_REGION_UNITS));  /* past the last huge page touched */
   unsigned reused = 0;
@@ -431,21 +435,49 @@ static bool fits_region(size_t n, size_t alignment) {
   return first_start(step) + n <= HK_REGION_UNITS;
 }
 
-/* Puts a block of n units at unit u of region r; calloc's blocks (`zero`)
- * get the units that may hold old data cleared, up to `size`; *clean (if
- * asked): none of them held any. */
-static void *place(hk_region_t *r, unsigned u, unsigned n, bool zero, size_t size, bool *clean) {
-  if (clean) *clean = bits_next(r->stale, u, true, u + n) == u + n;
+/* Of a new block, asked for where it matters (NULL from malloc): the bytes
+ * of it calloc asked for (`size`; 0 to know only whether it is `clean`),
+ * and what placing it found: none of it may hold old data (`clean`), or
+ * which units may (`stale`, bit i: the block's unit i), or all of it
+ * (`whole`).  calloc clears them once the set's lock is let go (fill_zero):
+ * while a calloc of hundreds of MiB cleared them, its set's other threads
+ * waited. */
+typedef struct hk_fill {
+  size_t size;
+  bool clean, whole;
+  uint64_t stale[HK_REGION_WORDS];
+} hk_fill_t;
+
+static void fill_zero(uint8_t *p, const hk_fill_t *f) {
+  if (f->clean) return;
+  if (f->whole) {
+    memset(p, 0, f->size);
+    return;
+  }
+  for (unsigned k = 0; k < HK_REGION_WORDS; k++)
+    for (uint64_t b = f->stale[k]; b; b &= b - 1) {
+      size_t off = units_bytes((size_t)k * 64 + (unsigned)__builtin_ctzll(b));
+      if (off < f->size) memset(p + off, 0, hk_min(HK_UNIT_SIZE, f->size - off));
+    }
+}
+
+/* Puts a block of n units at unit u of region r; *f as above. */
+static void *place(hk_region_t *r, unsigned u, unsigned n, hk_fill_t *f) {
+  if (f) {
+    unsigned first = bits_next(r->stale, u, true, u + n);
+    f->clean = first == u + n;
+    f->whole = false;
+    if (f->size && !f->clean) {
+      memset(f->stale, 0, sizeof f->stale);
+      for (unsigned i = first; i < u + n; i = bits_next(r->stale, i + 1, true, u + n))
+        f->stale[(i - u) / 64] |= 1ull << (i - u) % 64;
+    }
+  }
   take_units(r, u, n);
   r->run[u] = (uint16_t)n;
   memset(&r->run[u + 1], 0, (n - 1) * sizeof r->run[0]);  /* no freed block's start lies inside a live one */
-  uint8_t *p = (uint8_t *)r + units_bytes(u);
-  for (unsigned i = zero ? bits_next(r->stale, u, true, u + n) : u + n; i < u + n; i = bits_next(r->stale, i + 1, true, u + n)) {
-    size_t off = units_bytes(i - u);
-    if (off < size) memset(p + off, 0, hk_min(HK_UNIT_SIZE, size - off));
-  }
   bits_set(r->stale, u, n);
-  return p;
+  return (uint8_t *)r + units_bytes(u);
 }
 
 /* The best place for n units at a multiple of `step` in set h's regions,
@@ -471,7 +503,7 @@ static hk_region_t *best_fit(const hk_huge_set_t *h, unsigned n, unsigned step, 
  * what others of other arenas took, peaked 10 MiB higher without); else a
  * new region of *h.  *h is then the set of the block, whose lock is held.
  * NULL if no region can be mapped. */
-static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, bool zero, size_t size, bool *clean) {
+static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, hk_fill_t *f) {
   unsigned step = (unsigned)hk_max(alignment >> HK_UNIT_SHIFT, 1), cold;
   int u = -1;
   hk_region_t *r = best_fit(*h, n, step, n, &u, &cold);
@@ -483,7 +515,7 @@ static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, bool 
     if (s) {
       hk_unlock(&(*h)->lock);
       *h = o;
-      return place(s, (unsigned)v, n, zero, size, clean);
+      return place(s, (unsigned)v, n, f);
     }
     hk_unlock(&o->lock);
   }
@@ -493,15 +525,14 @@ static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, bool 
     hk_list_push(&(*h)->regions, r);
     u = (int)first_start(step);
   }
-  return place(r, (unsigned)u, n, zero, size, clean);
+  return place(r, (unsigned)u, n, f);
 }
 
 /* Out of address space or memory for a new region of set *h: a place,
  * fresh pages and all, in another set's regions, each locked in turn (called
  * with no lock held).  Returns with the block's set locked in *h, or NULL
  * with none. */
-static void *shared_elsewhere(hk_huge_set_t **h, unsigned n, size_t alignment, bool zero, size_t size,
-                              bool *clean) {
+static void *shared_elsewhere(hk_huge_set_t **h, unsigned n, size_t alignment, hk_fill_t *f) {
   unsigned step = (unsigned)hk_max(alignment >> HK_UNIT_SHIFT, 1), cold;
   hk_huge_set_t *own = *h;
   for (unsigned i = 0; i < HK_ARENAS; i++) {
@@ -510,7 +541,7 @@ static void *shared_elsewhere(hk_huge_set_t **h, unsigned n, size_t alignment, b
     hk_lock(&(*h)->lock);
     int u;
     hk_region_t *r = best_fit(*h, n, step, n, &u, &cold);
-    if (r) return place(r, (unsigned)u, n, zero, size, clean);
+    if (r) return place(r, (unsigned)u, n, f);
     hk_unlock(&(*h)->lock);
   }
   *h = NULL;
@@ -552,17 +583,20 @@ static int first_warm_run(const hk_region_t *r, unsigned n) {
 void *hk_huge_take_class(unsigned cls, bool *zero) {
   unsigned n = (unsigned)units(hk_classes[cls].size);
   void *p = NULL;
+  hk_fill_t f;
+  f.size = 0;
   hk_huge_set_t *h = own_set();
   hk_lock(&h->lock);
   for (hk_region_t *r = h->regions; r && !p; r = r->next) {
     int u = first_warm_run(r, n);
-    if (u >= 0) p = place(r, (unsigned)u, n, false, 0, zero);
+    if (u >= 0) p = place(r, (unsigned)u, n, &f);
   }
-  if (!p) p = shared_alloc(&h, n, 1, false, 0, zero);
+  if (!p) p = shared_alloc(&h, n, 1, &f);
   if (!p) {
     hk_unlock(&h->lock);
-    if (!(p = shared_elsewhere(&h, n, 1, false, 0, zero))) return NULL;
+    if (!(p = shared_elsewhere(&h, n, 1, &f))) return NULL;
   }
+  *zero = f.clean;
   mark(p, (uint8_t)cls);
   __atomic_store_n(&h->class_bytes, h->class_bytes + units_bytes(n), __ATOMIC_RELAXED);
   hk_unlock(&h->lock);
@@ -588,6 +622,7 @@ void hk_huge_release_class(unsigned cls, void *chain) {
       hk_fatal("free(): invalid pointer", b);
     }
     mark(b, 0);
+    ((uint64_t *)b)[1] = 0;  /* its free mark, which a huge block placed here would carry (a hardened free aborts on it) */
     release_units(r, u, n);  /* run[u] stays, as for huge blocks */
     __atomic_store_n(&h->class_bytes, h->class_bytes - units_bytes(n), __ATOMIC_RELAXED);
     if (region_empty(r)) hk_purge_note();
@@ -598,8 +633,9 @@ void hk_huge_release_class(unsigned cls, void *chain) {
 /* A jumbo region for `size` bytes: one from the cache whose block is at
  * most a quarter too big, else a new one.  A cached region keeps the offset
  * of its block (2 MiB, or the alignment it was made for: a multiple of 2
- * MiB that serves any request here).  Called with set 0's lock held. */
-static void *jumbo_alloc(size_t size, size_t alignment, bool zero) {
+ * MiB that serves any request here); *f (if asked) as place fills it.  Called
+ * with set 0's lock held. */
+static void *jumbo_alloc(size_t size, size_t alignment, hk_fill_t *f) {
   size_t offset = hk_max(hk_min(alignment, HK_REGION_SIZE), HK_GRANULE);
   size_t total = offset + hk_align_up(hk_max(size, 1), hk_os_page_size());  /* a block within its mapping */
   if (offset == HK_GRANULE) {
@@ -611,13 +647,14 @@ static void *jumbo_alloc(size_t size, size_t alignment, bool zero) {
       if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&set_of(r)->resident, -(ptrdiff_t)cap);
       r->dirty[0] = r->dirty_old[0] = 0;
       r->used[0] = 1;
-      if (zero && r->stale[0]) memset((uint8_t *)r + r->offset, 0, size);
+      if (f) f->clean = !r->stale[0], f->whole = true;
       r->stale[0] = 1;
       return (uint8_t *)r + r->offset;
     }
   }
   hk_region_t *r = region_map(total, offset, alignment, 0);
   if (!r) return NULL;
+  if (f) f->clean = true;
   r->stale[0] = 1;
   return (uint8_t *)r + offset;
 }
@@ -663,6 +700,8 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
+  hk_fill_t fill, *f = zero ? &fill : NULL;
+  fill.size = size;  /* not the hardened build's guard page */
   size += HK_GUARD;
   size_t n = hk_max(units(size), 1);
   void *p = NULL;
@@ -674,9 +713,9 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   for (int tries = 0;; tries++) {
     h = shared ? own_set() : &sets[0];
     hk_lock(&h->lock);
-    p = shared ? shared_alloc(&h, (unsigned)n, alignment, zero, size, NULL) : jumbo_alloc(size, alignment, zero);
+    p = shared ? shared_alloc(&h, (unsigned)n, alignment, f) : jumbo_alloc(size, alignment, f);
     if (!p) hk_unlock(&h->lock);
-    if (!p && shared) p = shared_elsewhere(&h, (unsigned)n, alignment, zero, size, NULL);
+    if (!p && shared) p = shared_elsewhere(&h, (unsigned)n, alignment, f);
     if (p) break;
     if (tries) {
       errno = ENOMEM;
@@ -689,6 +728,7 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   size_t bytes = block_bytes(region_of(p), p);
   count_live(h, 1, (ptrdiff_t)bytes);
   hk_unlock(&h->lock);
+  if (f) fill_zero(p, f);
   hk_note_out((ptrdiff_t)bytes);
   hk_purge_poll();
   return p;
@@ -772,8 +812,8 @@ static bool shared_resize(hk_region_t *r, void *p, size_t size) {
 }
 
 /* Resizes a jumbo region with mremap: in place when the address space after
- * it is free, else moved (pages and all, no copy) to a new region-aligned
- * place.  The header's 2 MiB and the rest are moved apart: asking for huge
+ * it is free, else moved (pages and all, no copy) to a new place aligned as
+ * the block was.  The header's 2 MiB stay out of the move: asking for huge
  * pages on the rest made them two mappings as far as the kernel knows. */
 static void *jumbo_resize(hk_region_t *r, size_t size) {
   size_t total = r->offset + hk_align_up(size, hk_os_page_size());
@@ -782,7 +822,7 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
     r->size = total;
     return (uint8_t *)r + r->offset;
   }
-  size_t align = hk_max(HK_REGION_SIZE, r->offset);
+  size_t align = hk_max(HK_REGION_SIZE, r->alignment);
   uint8_t *target = hk_os_map_aligned(total, align, align > HK_REGION_SIZE ? r->offset : 0);
   if (target && !hk_class_map_reserve(target, total)) {
     hk_os_unmap(target, total);
@@ -797,15 +837,13 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
     hk_os_unmap(target, total);
     return NULL;
   }
-  if (!hk_os_remap(r, HK_GRANULE, HK_GRANULE, target)) {  /* the block goes back where it was */
-    if (!hk_os_remap(target + HK_GRANULE, total - HK_GRANULE, old_size - HK_GRANULE, body))
-      hk_fatal("realloc: a huge block's pages could not be moved back", old);
-    hk_os_count_mapped(old_size - HK_GRANULE);  /* body was a hole, not a mapping counted as a target is */
-    mark(old, HK_MAP_HUGE);
-    hk_os_unmap(target, HK_GRANULE);
-    return NULL;
-  }
+  /* The header is copied, not moved: had a second mremap failed, the body
+   * would have had to go back to where it was, a hole by then, which
+   * another thread's mapping may have taken. */
+  hk_os_advise_small(target, HK_GRANULE);
+  memcpy(target, r, sizeof *r);
   hk_class_map_set(r, 1, 0);
+  hk_os_unmap(r, HK_GRANULE);
   r = (hk_region_t *)target;
   r->magic = HK_REGION_MAGIC ^ (uintptr_t)r;
   r->size = total;
@@ -861,9 +899,9 @@ static size_t purge_epoch(hk_huge_set_t *h, bool old, size_t want, size_t bytes)
   return bytes;
 }
 
-/* The bytes of the pages that are not resident of the free units of word k
- * of region r counted as resident. */
-static size_t unwritten_word(const hk_region_t *r, unsigned k) {
+/* The bytes of the pages not resident of word k's free units of region r,
+ * which are counted as resident whole. */
+static size_t nonresident_word(const hk_region_t *r, unsigned k) {
   uint8_t pages[64];
   uint64_t warm = r->warm[k];
   unsigned lo = (unsigned)__builtin_ctzll(warm), n = 64 - (unsigned)__builtin_clzll(warm) - lo;
@@ -877,19 +915,21 @@ static size_t unwritten_word(const hk_region_t *r, unsigned k) {
 /* Free units of the shared regions are counted as resident whole from their
  * first use, but a program may have written one page of a big block.  Lean
  * mode, over its cap, asks the kernel (one mincore per 64 units) which pages
- * it holds, and does not count the others against its cap: returns their
- * bytes.  Else each trim gave back memory that was never there, and the
- * program faulted its one page in again (two threads replacing blocks of
- * 1-4 MiB, one page of each written: 2.6 times the speed, a fortieth of the
- * page faults).  The units stay counted, and the searches take them for
- * resident: taken for cold, they sent a thread to look in other threads'
- * sets for blocks that needed no page fault, 6 % slower. */
-size_t hk_huge_unwritten(void) {
+ * are there, and does not hold the others against its cap for a while:
+ * returns their bytes.  Else each trim gave back memory that was never
+ * there, and the program faulted its one page in again (two threads
+ * replacing blocks of 1-4 MiB, one page of each written: 2.1 times the
+ * speed, a fortieth of the page faults).  The units stay counted whole, and
+ * warm for the searches: taken for cold, they sent threads to look in each
+ * other's sets for blocks that needed no page fault, 10 % slower; counted
+ * by their pages, a block freed again counted whole again, and lean looked
+ * every few frees, 3 times slower. */
+size_t hk_huge_nonresident(void) {
   size_t bytes = 0;
   for (unsigned i = 0; i < HK_ARENAS; i++) {
     hk_lock(&sets[i].lock);
     for (hk_region_t *r = sets[i].regions; r; r = r->next)
-      for (unsigned k = 0; k < (r->top + 63) / 64; k++) bytes += r->warm[k] ? unwritten_word(r, k) : 0;
+      for (unsigned k = 0; k < (r->top + 63) / 64; k++) bytes += r->warm[k] ? nonresident_word(r, k) : 0;
     hk_unlock(&sets[i].lock);
   }
   return bytes;

@@ -26,7 +26,7 @@
  *           hk_huge_take_class            or above 256 KiB a run of units in a huge region
  *         hk_purge_poll                   a tick due? (purge.c) -> hk_central_purge,
  *                                         hk_superslab_purge, hk_huge_purge -> hk_os_decommit;
- *                                         lean mode over its cap: hk_huge_unwritten ->
+ *                                         lean mode over its cap: hk_huge_nonresident ->
  *                                         hk_os_unit_pages (mincore), then the same purges
  *
  *   free(p) = hk_free_fast                p on a block boundary of a small or large class: mark
@@ -402,6 +402,7 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define HK_LARGE_GROWTH_MAX ((uint32_t)1 << 16) /* this many large blocks */
 #define HK_ARENAS 8                             /* independently locked sets of SuperSlabs */
 #define HK_PAGE_SIZE ((size_t)4096)
+#define HK_UNIT_PAGES (HK_UNIT_SIZE / HK_PAGE_SIZE)  /* 16 */
 #define HK_CACHELINE 64
 
 #define hk_min(a, b) ((a) < (b) ? (a) : (b))
@@ -587,7 +588,7 @@ HK_HIDDEN size_t hk_huge_block_of(const void *p, bool *live);
 HK_HIDDEN void hk_huge_counts(size_t *blocks, size_t *bytes, bool peak);  /* in use (or their peaks), as the program sees them */
 HK_HIDDEN size_t hk_huge_used_bytes(void);                      /* of the units in use */
 HK_HIDDEN size_t hk_huge_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
-HK_HIDDEN size_t hk_huge_unwritten(void);  /* of the free bytes counted resident, those not: see there */
+HK_HIDDEN size_t hk_huge_nonresident(void);  /* of the free bytes counted resident, those not (mincore) */
 HK_HIDDEN size_t hk_huge_resident(void);  /* bytes of free units and cached jumbo regions still resident */
 HK_HIDDEN void hk_huge_fork_lock(void);
 HK_HIDDEN void hk_huge_fork_unlock(bool child);
@@ -599,7 +600,6 @@ HK_HIDDEN void hk_os_unmap(void *p, size_t size);  /* a slot of the space goes b
 HK_HIDDEN void hk_os_space_init(void *start, size_t size);
 HK_HIDDEN void *hk_os_space_take(size_t size);  /* HK_SS_SIZE or HK_REGION_SIZE; NULL if none free */
 HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target);
-HK_HIDDEN void hk_os_count_mapped(size_t size);  /* bytes a remap moved to where nothing was counted */
 HK_HIDDEN size_t hk_os_page_size(void);
 HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, inaccessible */
 HK_HIDDEN bool hk_os_protect_as(void *p, size_t size, int prot);    /* mprotect: PROT_* */

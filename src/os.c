@@ -24,7 +24,6 @@ static void account_mapped(size_t size) {
   }
 }
 
-void hk_os_count_mapped(size_t size) { account_mapped(size); }
 
 static void *map_prot(void *hint, size_t size, int prot, int extra_flags) {
   atomic_fetch_add_explicit(&n_mmap, 1, memory_order_relaxed);
@@ -251,9 +250,9 @@ unsigned hk_os_resident_pages(void *p, size_t size) {
 }
 
 bool hk_os_unit_pages(void *p, unsigned n, uint8_t *pages) {
-  unsigned char vec[64 * (HK_UNIT_SIZE / HK_PAGE_SIZE)];
-  size_t page = hk_min(hk_os_page_size(), HK_UNIT_SIZE), per_unit = HK_UNIT_SIZE / page;
-  if (hk_keep_errno(mincore(p, (size_t)n << HK_UNIT_SHIFT, vec))) return false;
+  unsigned char vec[64 * HK_UNIT_PAGES];
+  size_t page = hk_os_page_size(), per_unit = HK_UNIT_SIZE / page;
+  if (page > HK_UNIT_SIZE || hk_keep_errno(mincore(p, (size_t)n << HK_UNIT_SHIFT, vec))) return false;
   for (unsigned i = 0; i < n; i++) {
     unsigned resident = 0;
     for (size_t j = 0; j < per_unit; j++) resident += vec[i * per_unit + j] & 1;

@@ -23,9 +23,9 @@
  * use, not memory left over, and giving it back only bought page faults: at
  * the next trim the cap doubles (up to HK_LEAN_CAP_GROWTH times the target).  After
  * HK_LEAN_QUIET_TICKS ticks without a trim it halves back towards the
- * target.  What the cap holds is the pages the kernel has: before a trim the
- * huge regions' free units are looked at (hk_huge_unwritten), since a freed
- * block of megabytes may have had one page written. */
+ * target.  Over the cap, lean first asks which pages of the huge regions'
+ * free units the kernel has (hk_huge_nonresident): a freed block of
+ * megabytes may have had one page written. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <time.h>
@@ -34,6 +34,7 @@
 #define HK_PURGER_START ((size_t)4 << 20)  /* free resident bytes that start the purger */
 #define HK_LEAN_CAP_GROWTH 8               /* lean mode's cap: at most this times the target */
 #define HK_LEAN_QUIET_TICKS 50              /* ticks without a trim before the cap halves */
+#define HK_LEAN_LOOK_MS 20                  /* how long lean trusts a look at which pages are resident */
 
 atomic_bool hk_purge_pending;
 static _Atomic uint64_t next_tick;          /* ms, CLOCK_MONOTONIC_COARSE */
@@ -67,13 +68,21 @@ static size_t lean_cap_now(void) {
   return cap ? cap : lean_target();
 }
 
-/* Free bytes counted as resident, less those the last look found unwritten
- * (hk_huge_unwritten).  The look is taken again when the count passes the
- * cap, and at every tick: units taken again since leave its figure too high. */
-static atomic_size_t lean_unwritten;
+/* Of the free bytes counted as resident, those lean's last look found not
+ * resident (hk_huge_nonresident), and when (ms): not held against the cap
+ * for HK_LEAN_LOOK_MS after the look, nor after a trim.  Not longer: the
+ * units the look found empty may be taken and freed again, written; what
+ * that puts over the cap goes back at the first trim after that time.
+ * Looking again at every free that passes the cap (blocks freed count
+ * whole until looked at) made two threads replacing sparsely written
+ * blocks of 1-4 MiB 3 times slower. */
+static atomic_size_t lean_absent;
+static _Atomic uint64_t lean_look_ms;
+
 static size_t lean_resident(void) {
-  size_t resident = hk_purge_resident();
-  return resident - hk_min(resident, atomic_load_explicit(&lean_unwritten, memory_order_relaxed));
+  size_t resident = hk_purge_resident(), absent = atomic_load_explicit(&lean_absent, memory_order_relaxed);
+  if (absent && hk_os_now_ms() - atomic_load_explicit(&lean_look_ms, memory_order_relaxed) >= HK_LEAN_LOOK_MS) absent = 0;
+  return resident - hk_min(resident, absent);
 }
 
 /* (Under HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF nothing is given back: no trim.) */
@@ -87,10 +96,12 @@ static bool over_lean_target(void) {
 static void lean_trim(void) {
   size_t cap = lean_cap_now();
   if (!hk_opt.mem_lean || lean_resident() <= cap) return;
-  atomic_store_explicit(&lean_unwritten, hk_huge_unwritten(), memory_order_relaxed);
+  uint64_t now = hk_os_now_ms();
+  atomic_store_explicit(&lean_absent, hk_huge_nonresident(), memory_order_relaxed);
+  atomic_store_explicit(&lean_look_ms, now, memory_order_relaxed);
   size_t resident = lean_resident();
   if (resident <= cap) return;
-  uint64_t now = hk_os_now_ms(), retaken_ms = atomic_exchange_explicit(&lean_retaken_ms, 0, memory_order_relaxed);
+  uint64_t retaken_ms = atomic_exchange_explicit(&lean_retaken_ms, 0, memory_order_relaxed);
   atomic_store_explicit(&lean_retaken, 0, memory_order_relaxed);
   if (retaken_ms && retaken_ms - lean_trim_ms <= 4 * hk_max(hk_opt.purge_delay_ms, 1)) {
     /* what the last trim gave back was taken again at once: the cap was too low */
@@ -104,7 +115,7 @@ static void lean_trim(void) {
     if (bytes < want) bytes += hk_huge_purge(mode, want - bytes);
   }
   atomic_store_explicit(&lean_trimmed, bytes, memory_order_relaxed);
-  atomic_store_explicit(&lean_unwritten, 0, memory_order_relaxed);  /* may have been given back */
+  atomic_store_explicit(&lean_absent, 0, memory_order_relaxed);  /* what it gave back may have been of it */
   lean_trim_ms = now;
   lean_quiet_ticks = 0;
 }
@@ -136,7 +147,6 @@ static void tick(uint64_t now) {
   hk_superslab_purge(HK_PURGE_DUE, 0);
   hk_huge_purge(HK_PURGE_DUE, 0);
   if (hk_opt.mem_lean) lean_quiet();
-  atomic_store_explicit(&lean_unwritten, 0, memory_order_relaxed);
   lean_trim();
 }
 

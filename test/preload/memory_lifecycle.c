@@ -293,7 +293,11 @@ static void lean_cap_learns(void) {
  * blocks.  Two threads take blocks of 1-4 MiB and write one page of each (a
  * buffer sized for the worst case): a freed block is 2.5 MiB on average, of
  * which 4 KiB is resident.  Counted whole, a few frees went over the 8 MiB
- * cap, and each trim gave back written pages too, faulted in again. */
+ * cap, and each trim gave back written pages too, faulted in again.  Then
+ * the same memory written whole and freed is over the cap, and goes back at
+ * the first free once lean's look at the pages is 20 ms old: what it found
+ * not resident was taken again.  (The purge delay is long: only lean's trims
+ * give memory back.) */
 enum { SPARSE_WARM = 5000, SPARSE_ROUNDS = 50000 };
 
 /* Replaces blocks as above; returns the page faults of the rounds after the warm-up. */
@@ -325,6 +329,20 @@ static void lean_counts_written_pages(void) {
   printf("  lean: 2 threads, %d blocks of 1-4 MiB each after a warm-up, one page of each written: %ld page faults\n",
          SPARSE_ROUNDS, faults);
   CHECK_MSG(faults < SPARSE_ROUNDS / 50, "%ld page faults", faults);
+  enum { WRITTEN = 16 };
+  char *block[WRITTEN];
+  size_t before = rss_bytes();
+  for (int k = 0; k < WRITTEN; k++) {
+    block[k] = malloc(4 * MiB);
+    CHECK(block[k] != NULL);
+    memset(block[k], k, 4 * MiB);
+  }
+  for (int k = 0; k < WRITTEN; k++) free(block[k]);
+  sleep_ms(30);
+  free(malloc(2 * MiB));
+  size_t after = rss_bytes();
+  printf("  then 64 MiB written whole and freed: RSS %zu KiB before, %zu KiB after\n", before / 1024, after / 1024);
+  CHECK_MSG(after < before + 16 * MiB, "%zu KiB above the RSS before", (after - before) / 1024);
 }
 
 /* Lean mode gives back the memory free the longest first, across arenas: a
@@ -460,7 +478,8 @@ static const self_case_t cases[] = {
     {"fork_with_purger_running", fork_with_purger_running, {"HAKMEM_PROFILE=balanced"}},
     {"lean_keeps_little", lean_keeps_little, {"HAKMEM_PROFILE=lean"}},
     {"lean_cap_learns", lean_cap_learns, {"HAKMEM_PROFILE=lean"}},
-    {"lean_counts_written_pages", lean_counts_written_pages, {"HAKMEM_PROFILE=lean"}},
+    {"lean_counts_written_pages", lean_counts_written_pages,
+     {"HAKMEM_PROFILE=lean", "HAKMEM_PURGE_DELAY_MS=10000", "HAKMEM_BACKGROUND_PURGE=0"}},
     {"lean_gives_back_oldest_first", lean_gives_back_oldest_first,
      {"HAKMEM_PROFILE=lean", "HAKMEM_SS_MEM_LEAN_TARGET_MB=16", "HAKMEM_PURGE_DELAY_MS=1000", "HAKMEM_BACKGROUND_PURGE=0"}},
     {"lean_oldest_first_across_layers", lean_oldest_first_across_layers,
