@@ -647,6 +647,7 @@ static void *jumbo_alloc(size_t size, size_t alignment, hk_fill_t *f) {
       if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&set_of(r)->resident, -(ptrdiff_t)cap);
       r->dirty[0] = r->dirty_old[0] = 0;
       r->used[0] = 1;
+      r->alignment = alignment;
       if (f) f->clean = !r->stale[0], f->whole = true;
       r->stale[0] = 1;
       return (uint8_t *)r + r->offset;

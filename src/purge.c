@@ -70,9 +70,10 @@ static size_t lean_cap_now(void) {
 
 /* Of the free bytes counted as resident, those lean's last look found not
  * resident (hk_huge_nonresident), and when (ms): not held against the cap
- * for HK_LEAN_LOOK_MS after the look, nor after a trim.  Not longer: the
- * units the look found empty may be taken and freed again, written; what
- * that puts over the cap goes back at the first trim after that time.
+ * for HK_LEAN_LOOK_MS after the look, nor after a trim or a tick that gave
+ * memory of the huge regions back (it may have been of them).  Not longer:
+ * the units the look found empty may be taken and freed again, written;
+ * what that puts over the cap goes back at the first trim after that time.
  * Looking again at every free that passes the cap (blocks freed count
  * whole until looked at) made two threads replacing sparsely written
  * blocks of 1-4 MiB 3 times slower. */
@@ -81,7 +82,7 @@ static _Atomic uint64_t lean_look_ms;
 
 static size_t lean_resident(void) {
   size_t resident = hk_purge_resident(), absent = atomic_load_explicit(&lean_absent, memory_order_relaxed);
-  if (absent && hk_os_now_ms() - atomic_load_explicit(&lean_look_ms, memory_order_relaxed) >= HK_LEAN_LOOK_MS) absent = 0;
+  if (absent && hk_os_now_ms() >= atomic_load_explicit(&lean_look_ms, memory_order_relaxed) + HK_LEAN_LOOK_MS) absent = 0;
   return resident - hk_min(resident, absent);
 }
 
@@ -145,7 +146,7 @@ static void tick(uint64_t now) {
   atomic_store(&hk_purge_pending, false);
   hk_central_purge(HK_PURGE_DUE);
   hk_superslab_purge(HK_PURGE_DUE, 0);
-  hk_huge_purge(HK_PURGE_DUE, 0);
+  if (hk_huge_purge(HK_PURGE_DUE, 0)) atomic_store_explicit(&lean_absent, 0, memory_order_relaxed);
   if (hk_opt.mem_lean) lean_quiet();
   lean_trim();
 }

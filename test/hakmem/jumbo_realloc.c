@@ -6,19 +6,18 @@
  *   posix_memalign gave it (1 GiB here, three times: a block aligned only
  *   to the 128 MiB every region has would pass by chance one time in 8);
  * - calloc clears what a freed one held, and what a region's freed units
- *   held, up to the size asked for, and leaves the rest of the block alone. */
+ *   held, when it hands that memory out again. */
 #include <sys/mman.h>
 #include "testutil.h"
 
 #define MIB ((size_t)1 << 20)
 
-/* A page mapped right after [p, p + size) rounded up to a page; NULL if
- * something is there already. */
+/* A page mapped right after [p, p + size) rounded up to a page (the end of
+ * the block's mapping), where nothing is. */
 static void *block_the_way(void *p, size_t size) {
   uintptr_t end = ((uintptr_t)p + size + 4095) & ~(uintptr_t)4095;
   void *q = mmap((void *)end, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-  if (q == MAP_FAILED) return NULL;
-  CHECK(q == (void *)end);
+  CHECK_MSG(q == (void *)end, "mmap after the block: %s", q == MAP_FAILED ? strerror(errno) : "elsewhere");
   return q;
 }
 
@@ -32,24 +31,25 @@ static void moved_block_keeps_alignment(void) {
     void *wall = block_the_way(p, size);
     void *q = realloc(p, bigger);
     CHECK(q != NULL);
-    printf("  round %d: %p -> %p%s\n", round, p, q, wall ? " (a mapping after it)" : "");
-    CHECK_MSG(!wall || q != p, "grown in place over another mapping");
+    printf("  round %d: %p -> %p\n", round, p, q);
+    CHECK_MSG(q != p, "grown in place over another mapping");
     CHECK_MSG(((uintptr_t)q & (align - 1)) == 0, "moved to %p, not aligned to 1 GiB", q);
     CHECK_EQ(check_pattern(q, size, (uint64_t)round), SIZE_MAX);
     memset((char *)q + size, 1, bigger - size);
     free(q);
-    if (wall) munmap(wall, 4096);
+    munmap(wall, 4096);
   }
 }
 
-/* calloc(size) of memory that held old data: zero up to size. */
+/* calloc(size) of the memory a freed block of `first` bytes held: zero up
+ * to size. */
 static void calloc_clears(size_t first, size_t size) {
   unsigned char *p = malloc(first);
   CHECK(p != NULL);
   memset(p, 0xa5, first);
   free(p);
   unsigned char *q = calloc(1, size);
-  CHECK(q != NULL);
+  CHECK_MSG(q == p, "calloc(1, %zu) took other memory than the block of %zu freed", size, first);
   CHECK_MSG(find_not_byte(q, 0, size) == SIZE_MAX, "calloc(1, %zu) after a block of %zu: byte %zu not 0", size,
             first, find_not_byte(q, 0, size));
   memset(q, 0x5a, size);

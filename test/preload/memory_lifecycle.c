@@ -294,10 +294,12 @@ static void lean_cap_learns(void) {
  * buffer sized for the worst case): a freed block is 2.5 MiB on average, of
  * which 4 KiB is resident.  Counted whole, a few frees went over the 8 MiB
  * cap, and each trim gave back written pages too, faulted in again.  Then
- * the same memory written whole and freed is over the cap, and goes back at
- * the first free once lean's look at the pages is 20 ms old: what it found
- * not resident was taken again.  (The purge delay is long: only lean's trims
- * give memory back.) */
+ * the same memory, 128 MiB of it written whole and freed, is over the cap
+ * and goes back at the first free once lean's look at the pages is 20 ms
+ * old: what it found not resident was taken again.  (The purge delay is
+ * long: only lean's trims give memory back.  Trims whose memory the program
+ * takes again at once may have raised the cap to 64 MiB: lean then keeps up
+ * to half that.) */
 enum { SPARSE_WARM = 5000, SPARSE_ROUNDS = 50000 };
 
 /* Replaces blocks as above; returns the page faults of the rounds after the warm-up. */
@@ -329,7 +331,7 @@ static void lean_counts_written_pages(void) {
   printf("  lean: 2 threads, %d blocks of 1-4 MiB each after a warm-up, one page of each written: %ld page faults\n",
          SPARSE_ROUNDS, faults);
   CHECK_MSG(faults < SPARSE_ROUNDS / 50, "%ld page faults", faults);
-  enum { WRITTEN = 16 };
+  enum { WRITTEN = 32 };
   char *block[WRITTEN];
   size_t before = rss_bytes();
   for (int k = 0; k < WRITTEN; k++) {
@@ -341,8 +343,8 @@ static void lean_counts_written_pages(void) {
   sleep_ms(30);
   free(malloc(2 * MiB));
   size_t after = rss_bytes();
-  printf("  then 64 MiB written whole and freed: RSS %zu KiB before, %zu KiB after\n", before / 1024, after / 1024);
-  CHECK_MSG(after < before + 16 * MiB, "%zu KiB above the RSS before", (after - before) / 1024);
+  printf("  then 128 MiB written whole and freed: RSS %zu KiB before, %zu KiB after\n", before / 1024, after / 1024);
+  CHECK_MSG(after < before + 40 * MiB, "%zu KiB above the RSS before", (after - before) / 1024);
 }
 
 /* Lean mode gives back the memory free the longest first, across arenas: a
