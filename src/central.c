@@ -186,13 +186,13 @@ static bool transfer_pop(unsigned set, unsigned cls, hk_batch_t *b, bool local, 
   hk_lock(&t->lock);
   bool got = t->n != 0 && (!apart || t->balance > 0 || t->parked > parked_max(cls) / 2);
   if (got && local) t->balance = (int8_t)hk_max(t->balance - HK_BALANCE_TAKE, -HK_BALANCE_LIMIT);
-  if (got) {
+  if (got) {  /* a producer refused another CPU's batches leaves them idle: purged at the tick */
     *b = *slot_of(set, cls, t->n - 1);
     set_count(t, t->n - 1);
     hk_assert(t->parked >= b->count, "parked count below a batch");
     t->parked -= b->count;
+    t->active = true;
   }
-  t->active = true;
   hk_unlock(&t->lock);
   return got;
 }
