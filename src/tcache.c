@@ -473,8 +473,12 @@ void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
   *threads = (unsigned)registry_n;
   for (size_t i = 0; i < registry_n; i++) {
     const hk_tcache_t *tc = registry[i].tc;
-    for (unsigned c = 1; c <= HK_NCLASS; c++)
-      cached[c] += (size_t)(__atomic_load_n(&tc->cap[c], __ATOMIC_RELAXED) - __atomic_load_n(&tc->room[c], __ATOMIC_RELAXED));
+    for (unsigned c = 1; c <= HK_NCLASS; c++) {
+      /* two loads: a cap and a room of different moments (set_cap, a
+       * thread's exit) may say less than nothing */
+      int n = __atomic_load_n(&tc->cap[c], __ATOMIC_RELAXED) - __atomic_load_n(&tc->room[c], __ATOMIC_RELAXED);
+      cached[c] += (size_t)hk_max(n, 0);
+    }
     hk_front_add(front, tc->front);
   }
   hk_unlock(&registry_lock);
