@@ -24,7 +24,6 @@ static void account_mapped(size_t size) {
   }
 }
 
-
 static void *map_prot(void *hint, size_t size, int prot, int extra_flags) {
   atomic_fetch_add_explicit(&n_mmap, 1, memory_order_relaxed);
   void *p = hk_keep_errno(mmap(hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0));
