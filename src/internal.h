@@ -615,8 +615,8 @@ HK_HIDDEN bool hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_D
 HK_HIDDEN bool hk_os_huge_pages_available(void);  /* the kernel gives transparent huge pages to this process */
 HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */
 HK_HIDDEN void hk_os_collapse_huge(void *p, size_t size);  /* and made of the pages there now */
-HK_HIDDEN unsigned hk_os_resident_pages(void *p, size_t size);  /* of [p, p+size), in 4 KiB pages, at most 512 */
 HK_HIDDEN bool hk_os_unit_pages(void *p, unsigned n, uint8_t *pages);  /* pages[i]: 4 KiB pages resident in unit i of n <= 64 from p */
+HK_HIDDEN unsigned hk_os_resident_pages(void *p, size_t size);  /* of [p, p+size), in 4 KiB pages, at most 4 MiB of them */
 HK_HIDDEN void hk_os_advise_small(void *p, size_t size);  /* no huge pages there, even where THP is "always" */
 HK_HIDDEN void *hk_os_space_first(void);  /* the space's first SuperSlab slot, or NULL */
 HK_HIDDEN void hk_os_protect(void *p, size_t size, bool access);  /* guard pages: access or not */

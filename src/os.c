@@ -239,15 +239,6 @@ bool hk_os_huge_pages_available(void) {
 #define MADV_COLLAPSE 25 /* Linux 6.1; older kernels refuse it with EINVAL */
 #endif
 
-unsigned hk_os_resident_pages(void *p, size_t size) {
-  unsigned char vec[512] = {0};
-  size_t page = hk_os_page_size(), pages = hk_min(size / page, sizeof vec);
-  unsigned n = 0;
-  if (hk_keep_errno(mincore(p, pages * page, vec))) return 0;
-  for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
-  return n * (unsigned)(page / HK_PAGE_SIZE);
-}
-
 bool hk_os_unit_pages(void *p, unsigned n, uint8_t *pages) {
   unsigned char vec[64 * HK_UNIT_PAGES];
   size_t page = hk_os_page_size(), per_unit = HK_UNIT_SIZE / page;
@@ -258,6 +249,14 @@ bool hk_os_unit_pages(void *p, unsigned n, uint8_t *pages) {
     pages[i] = (uint8_t)(resident * (page / HK_PAGE_SIZE));
   }
   return true;
+}
+
+unsigned hk_os_resident_pages(void *p, size_t size) {
+  uint8_t pages[64];
+  unsigned n = (unsigned)hk_min(size >> HK_UNIT_SHIFT, 64), sum = 0;
+  if (!hk_os_unit_pages(p, n, pages)) return 0;
+  for (unsigned i = 0; i < n; i++) sum += pages[i];
+  return sum;
 }
 
 void hk_os_advise_small(void *p, size_t size) {
