@@ -369,14 +369,17 @@ static void registry_prune(void) {
   }
 }
 
-/* Adds a new thread's cache, in place of the cache its TLS block held for a
- * thread that never handed it back; false if there is no room. */
+/* Adds a new thread's cache, in place of entries of threads that ended
+ * without handing theirs back: the one whose TLS block it reuses, and one
+ * with its tid, which the kernel gave again (tgkill would take that thread
+ * for alive, and its cache's memory be read and written); false if there
+ * is no room. */
 static bool registry_add(hk_tcache_t *tc) {
-  for (size_t i = 0; i < registry_n; i++) {
-    if (registry[i].tc != tc) continue;
+  pid_t tid = gettid();
+  for (size_t i = registry_n; i-- > 0;) {  /* downwards: what moves to i was seen */
+    if (registry[i].tc != tc && registry[i].tid != tid) continue;
     registry_remove_at(i);
     atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
-    break;
   }
   if (registry_n == registry_cap) {
     size_t cap = hk_max(registry_cap * 2, HK_PAGE_SIZE / sizeof *registry);
@@ -391,7 +394,7 @@ static bool registry_add(hk_tcache_t *tc) {
   }
   if (!registry_pid) registry_pid = getpid();
   tc->registered = (uint32_t)registry_n;
-  registry[registry_n++] = (registered_t){tc, gettid()};
+  registry[registry_n++] = (registered_t){tc, tid};
   return true;
 }
 
