@@ -919,8 +919,8 @@ static size_t nonresident_word(const hk_region_t *r, unsigned k) {
  * are there, and does not hold the others against its cap for a while:
  * returns their bytes.  Else each trim gave back memory that was never
  * there, and the program faulted its one page in again (two threads
- * replacing blocks of 1-4 MiB, one page of each written: 2.0 times the
- * speed, a fortieth of the page faults).  The units stay counted whole, and
+ * replacing blocks of 1-4 MiB, one page of each written: 2.1 times the
+ * speed, a thirtieth of the page faults).  The units stay counted whole, and
  * warm for the searches: taken for cold, they sent threads to look in each
  * other's sets for blocks that needed no page fault, 10 % slower; counted
  * by their pages, a block freed again counted whole again, and lean looked
