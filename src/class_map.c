@@ -62,20 +62,21 @@ static __attribute__((noinline)) bool pages_make_writable(uintptr_t first, uintp
       }
       for (size_t w = 0; w < HK_MAP_WRITABLE_WORDS; w++) atomic_store_explicit(&map_writable[w], ~0ull, memory_order_release);
     }
-    atomic_fetch_or_explicit(&map_writable[i / 64], 1ull << i % 64, memory_order_release);
+    for (size_t k = i; k < i + page / 4096; k++) atomic_fetch_or_explicit(&map_writable[k / 64], 1ull << k % 64, memory_order_release);
     hk_unlock(&protect_lock);
   }
   return true;
 }
 
 /* Makes the pages of map entries [u, u + units) writable; false if the
- * kernel refuses.  Most calls set one entry, on a page made writable long
- * ago: that case looks at one bit, without the loop's saved registers. */
-static bool map_make_writable(uintptr_t u, size_t units) {
+ * kernel refuses.  Most calls set one entry (a huge block's malloc and
+ * free), on a page made writable long ago: that case looks at one bit of
+ * its 4 KiB, without the page size or the loop's saved registers. */
+static inline __attribute__((always_inline)) bool map_make_writable(uintptr_t u, size_t units) {
+  uintptr_t first = (uintptr_t)&hk_fast.map[u], last = first + units - 1;
+  if (units == 1 && page_writable((first - (uintptr_t)reserved) / 4096)) return true;
   size_t page = hk_os_page_size();
-  uintptr_t first = (uintptr_t)&hk_fast.map[u] & ~(page - 1), last = (uintptr_t)&hk_fast.map[u + units - 1];
-  if (last - first < page && page_writable((first - (uintptr_t)reserved) / 4096)) return true;
-  return pages_make_writable(first, last, page);
+  return pages_make_writable(first & ~(page - 1), last, page);
 }
 
 /* Sets the map's pages that were never written to `prot` (PROT_NONE or
