@@ -578,6 +578,19 @@ HK_HIDDEN void hk_tcache_fork_unlock(bool child, bool locked);  /* locked: by it
 HK_HIDDEN void *hk_huge_alloc(size_t size, size_t alignment, bool zero);
 HK_HIDDEN void *hk_huge_take_class(unsigned cls, bool *zero);  /* a block of a large class above HK_REGION_CLASS_MIN */
 HK_HIDDEN void hk_huge_release_class(unsigned cls, void *chain);
+/* The stretches of free units of a region, in no order: the shortest that
+ * holds a block is where it goes first, found without a walk over the
+ * region's bitmap.  At most every other unit past the header starts one. */
+#define HK_REGION_STRETCHES (HK_REGION_UNITS / 2)
+typedef struct hk_stretches {
+  unsigned count;
+  uint16_t at[HK_REGION_STRETCHES], len[HK_REGION_STRETCHES];
+} hk_stretches_t;
+HK_HIDDEN void hk_stretches_take(hk_stretches_t *s, unsigned u, unsigned n);  /* [u, u+n) lies in one stretch */
+HK_HIDDEN void hk_stretches_give(hk_stretches_t *s, unsigned u, unsigned n);  /* [u, u+n) was in use */
+/* The shortest stretch of at least n units (the lowest of equals): its
+ * length, and its first unit in *at; 0 if none. */
+HK_HIDDEN unsigned hk_stretches_shortest(const hk_stretches_t *s, unsigned n, unsigned *at);
 /* Where n units go in a region (huge.c): -1 if nowhere with at most `limit` cold units. */
 HK_HIDDEN int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n, unsigned step,
                             unsigned limit, unsigned *cold, unsigned *slack);

@@ -162,6 +162,56 @@ UNIT_TEST(region_agrees_with_brute_force) {
   }
 }
 
+/* ---- regions: the list of free stretches ------------------------------------ */
+
+/* Blocks taken and given back at random, the list kept beside a bitmap of
+ * the same units: the list holds each stretch of free units whole, once,
+ * and its shortest is the brute force's. */
+UNIT_TEST(region_stretches_follow_the_bitmap) {
+  static hk_stretches_t s;
+  region_bits_t used = {0};
+  set_units(used, 0, HK_REGION_HEADER_UNITS);
+  s.count = 0;
+  hk_stretches_give(&s, HK_REGION_HEADER_UNITS, HK_REGION_UNITS - HK_REGION_HEADER_UNITS);
+  unsigned starts[HK_REGION_UNITS], lens[HK_REGION_UNITS], nblocks = 0;
+  uint64_t x = 0x853c49e6748fea9bull;
+  for (int t = 0; t < 20000; t++) {
+    uint64_t r = xorshift(&x);
+    unsigned n = 1 + (unsigned)(r % (t % 3 ? 4 : 64)), at = 0;
+    if (nblocks && (r >> 32) % 100 < (nblocks > 200 ? 60u : 40u)) {  /* give back a block, else take one */
+      unsigned b = (unsigned)(r >> 40) % nblocks;
+      hk_stretches_give(&s, starts[b], lens[b]);
+      clear_units(used, starts[b], lens[b]);
+      starts[b] = starts[--nblocks], lens[b] = lens[nblocks];
+    } else if (hk_stretches_shortest(&s, n, &at)) {
+      unsigned u = at + (unsigned)(r >> 20) % 3;  /* at the start, or a unit or two in when it fits */
+      for (unsigned i = at; i < u + n; i++)
+        if (i >= HK_REGION_UNITS || unit(used, i)) u = at;
+      hk_stretches_take(&s, u, n);
+      set_units(used, u, n);
+      starts[nblocks] = u, lens[nblocks++] = n;
+    }
+    unsigned covered = 0;
+    for (unsigned i = 0; i < s.count; i++) {
+      unsigned a = s.at[i], e = a + s.len[i];
+      CHECK_MSG(s.len[i] && e <= HK_REGION_UNITS && unit(used, a - 1) && (e == HK_REGION_UNITS || unit(used, e)),
+                "step %d: stretch [%u, %u) not a whole stretch of free units", t, a, e);
+      for (unsigned k = a; k < e; k++) CHECK(!unit(used, k));
+      covered += s.len[i];
+    }
+    unsigned free_units = 0, best = 0, best_at = 0;
+    for (unsigned i = 0; i < HK_REGION_UNITS; i++) free_units += !unit(used, i);
+    CHECK_EQ(covered, free_units);  /* whole, disjoint stretches covering every free unit: each one once */
+    for (unsigned lo = 0, hi; lo < HK_REGION_UNITS; lo = hi + 1) {
+      while (lo < HK_REGION_UNITS && unit(used, lo)) lo++;
+      for (hi = lo; hi < HK_REGION_UNITS && !unit(used, hi); hi++) {}
+      if (hi > lo && hi - lo >= n && (!best || hi - lo < best)) best = hi - lo, best_at = lo;
+    }
+    CHECK_EQ(hk_stretches_shortest(&s, n, &at), best);
+    if (best) CHECK_EQ(at, best_at);
+  }
+}
+
 /* ---- SuperSlabs: hk_find_run ------------------------------------------------ */
 
 /* The SuperSlabs' search by brute force. */
