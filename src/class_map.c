@@ -168,7 +168,7 @@ void hk_class_map_init(void) {
       hk_os_unmap(map, with_space ? bytes + space : bytes);
       continue;
     }
-    for (size_t i = 0; i < first / 4096; i++) atomic_fetch_or(&map_writable[i / 64], 1ull << i % 64);
+    for (size_t i = 0; i < hk_align_up(first, hk_os_page_size()) / 4096; i++) atomic_fetch_or(&map_writable[i / 64], 1ull << i % 64);
     reserved_map_bytes = bytes;
     reserved = map;
     /* a byte per 64 KiB unit, written where hakmem has memory: a huge page

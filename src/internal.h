@@ -695,10 +695,10 @@ HK_HIDDEN size_t hk_purge_resident(void);        /* bytes free but still residen
 /* A layer's count of free resident bytes grew or shrank: each layer (an
  * arena, the huge regions) keeps its own, written under its own lock on a
  * line no other layer's threads write, and read by hk_purge_resident. */
-extern __thread ptrdiff_t hk_resident_mine __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
+extern __thread size_t hk_resident_mine __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
 static inline void hk_resident_add(size_t *count, ptrdiff_t bytes) {
   __atomic_store_n(count, *count + (size_t)bytes, __ATOMIC_RELAXED);
-  hk_resident_mine += bytes;  /* this thread's changes: lean mode's view of the counts (purge.c) */
+  hk_resident_mine += (size_t)bytes;  /* this thread's changes: lean mode's view of the counts (purge.c) */
   if (bytes > 0) hk_purge_note();
 }
 HK_HIDDEN void hk_purge_fresh(size_t bytes);   /* fresh memory taken (lean mode's cap learns from it) */

@@ -17,7 +17,7 @@
  * and short programs never see it), with every signal blocked; it sleeps
  * while nothing waits; a failure to create it only means the ticks stay on
  * the slow paths.  In lean mode, free resident memory above a cap is given
- * back at once.  The cap starts at HAKMEM_SS_MEM_LEAN_TARGET_MB and learns:
+ * back at once (as each thread sees it: see lean_view).  The cap starts at HAKMEM_SS_MEM_LEAN_TARGET_MB and learns:
  * when, within four purge delays of a trim, the program has taken fresh
  * memory for half or more of what the trim gave back, that was memory in
  * use, not memory left over, and giving it back only bought page faults: at
@@ -88,14 +88,18 @@ static size_t lean_resident(size_t resident) {
 
 /* A thread's view of the free resident bytes: the sum of every layer's
  * count when it last read them, plus the changes it made since
- * (hk_resident_mine).  Reading all the counts at every slow path took the
- * lines other threads write, one miss per count: two threads replacing
- * sparsely written blocks of 1-4 MiB ran at half the speed.  The view
- * misses what the other threads changed since, for HK_LEAN_VIEW_POLLS polls
- * at most; it is read afresh whenever it says over the cap, and a tick
- * trims by the counts themselves. */
+ * (hk_resident_mine), less what the last look found absent.  Reading all the
+ * counts at every slow path took the lines other threads write, one miss
+ * per count: two threads replacing sparsely written blocks of 1-4 MiB ran
+ * at 0.4 times the speed.  The view misses what the other threads changed
+ * since, and the end of a look's HK_LEAN_LOOK_MS, for HK_LEAN_VIEW_POLLS of
+ * the thread's polls at most (the look as it stood at the thread's last
+ * read, not the latest, cost that benchmark 18 %); it is read afresh whenever
+ * it says over the cap, and each tick trims by the counts themselves (with
+ * the purger thread, as in the lean profile, within a purge delay even of
+ * a program gone idle). */
 #define HK_LEAN_VIEW_POLLS 32
-__thread ptrdiff_t hk_resident_mine;
+__thread size_t hk_resident_mine;
 static __thread struct {
   size_t seen;
   unsigned polls;
@@ -107,7 +111,7 @@ static bool over_lean_target(void) {
   size_t cap = lean_cap_now(), absent = atomic_load_explicit(&lean_absent, memory_order_relaxed);
   if (lean_view.polls) {
     lean_view.polls--;
-    if (lean_view.seen + (size_t)hk_resident_mine <= cap + absent) return false;
+    if (lean_view.seen + hk_resident_mine <= cap + absent) return false;  /* a negative sum wraps: read afresh */
   }
   lean_view.polls = HK_LEAN_VIEW_POLLS;
   hk_resident_mine = 0;
@@ -239,7 +243,7 @@ static void purger_start(void) {
 }
 
 void hk_purge_poll_slow(void) {
-  if (over_lean_target()) {  /* waits for a tick under way: the cap is a promise */
+  if (over_lean_target()) {  /* waits for a tick under way rather than skip the trim */
     hk_lock(&tick_lock);
     lean_trim();
     hk_unlock(&tick_lock);

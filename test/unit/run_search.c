@@ -159,6 +159,17 @@ UNIT_TEST(region_agrees_with_brute_force) {
     unsigned c = 0;
     for (unsigned i = (unsigned)a; i < (unsigned)a + n; i++) CHECK(!unit(used, i)), c += !unit(warm, i);
     CHECK_EQ(c, c1);
+    /* huge.c's best_fit takes the start of the lowest shortest stretch
+     * without this search when its first n units are resident: so would
+     * the search */
+    unsigned lo = 0, len = 0;
+    for (unsigned i = 0, j; i < HK_REGION_UNITS; i = j + 1) {
+      for (j = i; j < HK_REGION_UNITS && !unit(used, j); j++) {}
+      if (j - i >= n && (!len || j - i < len)) lo = i, len = j - i;
+    }
+    bool warm_start = len > 0;
+    for (unsigned i = lo; i < lo + n && warm_start; i++) warm_start = unit(warm, i);
+    if (step == 1 && warm_start) CHECK_MSG(a == (int)lo && c1 == 0 && s1 == len - n, "test %d: %d, not %u", t, a, lo);
   }
 }
 
