@@ -48,11 +48,12 @@ typedef struct hk_region {
   uint64_t stale[HK_REGION_WORDS];  /* units that may hold old data (calloc clears them) */
   uint64_t split;                   /* bit h: huge page h (units 32h..32h+31) cut into small pages
                                        by a decommit of part of it: a fault there maps 4 KiB */
-  uint16_t run[HK_REGION_UNITS];    /* units of the block starting at each unit */
-  hk_stretches_t free;              /* shared regions: the stretches of units clear in `used` */
   unsigned top;                     /* units from here on never used nor resident: not searched */
   unsigned set;                     /* its set (jumbo regions: set 0) */
+  bool stretches_kept;              /* `free` follows `used` (blocks of the large classes leave it behind) */
   struct hk_region *next, *prev;
+  uint16_t run[HK_REGION_UNITS];    /* units of the block starting at each unit */
+  hk_stretches_t free;              /* shared regions: the stretches of units clear in `used` */
 } hk_region_t;
 
 /* The shared regions come in sets, one per SuperSlab arena, each under a
@@ -176,38 +177,53 @@ static void fit_try(hk_fit_t *f, const uint64_t *warm, unsigned p, unsigned n, u
   if (f->at < 0 ? k < f->cold : k < f->cold || (k == f->cold && closer)) *f = (hk_fit_t){(int)p, k, s, e};
 }
 
-void hk_stretches_take(hk_stretches_t *s, unsigned u, unsigned n) {
-  unsigned i = 0;
-  while (i < s->count && u - s->at[i] >= s->len[i]) i++;
-  hk_assert(i < s->count && u + n <= s->at[i] + s->len[i], "a huge block's units in one free stretch");
-  unsigned at = s->at[i], end = at + s->len[i];
-  if (u > at) {
-    s->len[i] = (uint16_t)(u - at);
-    if (u + n < end) s->at[s->count] = (uint16_t)(u + n), s->len[s->count++] = (uint16_t)(end - u - n);
+/* Stretch i is [at, at+len); its index goes to both its ends. */
+static void stretch_set(hk_stretches_t *s, unsigned i, unsigned at, unsigned len) {
+  s->span[i] = (uint32_t)len << 16 | at;
+  s->place[at] = s->place[at + len - 1] = (uint16_t)i;
+}
+
+static void stretch_drop(hk_stretches_t *s, unsigned i) {
+  unsigned last = --s->count;
+  if (i != last) stretch_set(s, i, hk_stretch_at(s, last), hk_stretch_len(s, last));
+}
+
+/* The index of the stretch starting at unit u, or of the one ending just
+ * before it; s->count if there is none.  A stale place names a stretch
+ * that does not start or end there. */
+static unsigned stretch_starting(const hk_stretches_t *s, unsigned u) {
+  unsigned i = u < HK_REGION_UNITS ? s->place[u] : s->count;
+  return i < s->count && hk_stretch_at(s, i) == u ? i : s->count;
+}
+static unsigned stretch_ending(const hk_stretches_t *s, unsigned u) {
+  unsigned i = u > 0 ? s->place[u - 1] : s->count;
+  return i < s->count && hk_stretch_at(s, i) + hk_stretch_len(s, i) == u ? i : s->count;
+}
+
+void hk_stretches_take(hk_stretches_t *s, unsigned start, unsigned u, unsigned n) {
+  unsigned i = stretch_starting(s, start);
+  hk_assert(i < s->count && start <= u && u + n <= start + hk_stretch_len(s, i), "a huge block's units in one free stretch");
+  unsigned end = start + hk_stretch_len(s, i);
+  if (u > start) {
+    stretch_set(s, i, start, u - start);
+    if (u + n < end) stretch_set(s, s->count++, u + n, end - u - n);
   } else if (u + n < end) {
-    s->at[i] = (uint16_t)(u + n), s->len[i] = (uint16_t)(end - u - n);
+    stretch_set(s, i, u + n, end - u - n);
   } else {
-    s->count--;
-    s->at[i] = s->at[s->count], s->len[i] = s->len[s->count];
+    stretch_drop(s, i);
   }
 }
 
 void hk_stretches_give(hk_stretches_t *s, unsigned u, unsigned n) {
-  unsigned before = s->count, after = s->count;  /* the stretches ending at u, starting at u + n */
-  for (unsigned i = 0; i < s->count; i++) {
-    if (s->at[i] + s->len[i] == u) before = i;
-    else if (s->at[i] == u + n) after = i;
-  }
+  unsigned before = stretch_ending(s, u), after = stretch_starting(s, u + n);
   if (before < s->count) {
-    s->len[before] = (uint16_t)(s->len[before] + n + (after < s->count ? s->len[after] : 0));
-    if (after < s->count) {
-      s->count--;
-      s->at[after] = s->at[s->count], s->len[after] = s->len[s->count];
-    }
+    stretch_set(s, before, hk_stretch_at(s, before),
+                hk_stretch_len(s, before) + n + (after < s->count ? hk_stretch_len(s, after) : 0));
+    if (after < s->count) stretch_drop(s, after);  /* may move `before` into its place, updated */
   } else if (after < s->count) {
-    s->at[after] = (uint16_t)u, s->len[after] = (uint16_t)(s->len[after] + n);
+    stretch_set(s, after, u, hk_stretch_len(s, after) + n);
   } else {
-    s->at[s->count] = (uint16_t)u, s->len[s->count++] = (uint16_t)n;
+    stretch_set(s, s->count++, u, n);
   }
 }
 
@@ -219,7 +235,7 @@ unsigned hk_stretches_shortest(const hk_stretches_t *s, unsigned n, unsigned *at
    * mispredicted branches and 3 % more instructions (cachegrind). */
   uint32_t best = UINT32_MAX;
   for (unsigned i = 0; i < s->count; i++) {
-    uint32_t key = ((uint32_t)s->len[i] << 16 | s->at[i]) | -(uint32_t)(s->len[i] < n);  /* too short: none */
+    uint32_t key = s->span[i] | -(uint32_t)(s->span[i] >> 16 < n);  /* too short: none */
     best = key < best ? key : best;
   }
   if (best == UINT32_MAX) return 0;
@@ -276,11 +292,12 @@ static bool warm_kept(const hk_region_t *r) {
 /* The standard build's check that `free` holds the stretches of `used`:
  * each one whole (in use or the region's edge on both sides), none
  * overlapping, all of them together the units not in use. */
-static bool stretches_kept(const hk_region_t *r) {
+static bool stretches_follow(const hk_region_t *r) {
   uint64_t free[HK_REGION_WORDS] = {0};
   for (unsigned i = 0; i < r->free.count; i++) {
-    unsigned at = r->free.at[i], len = r->free.len[i], end = at + len;
-    if (!len || end > HK_REGION_UNITS || bits_count(free, at, len) ||
+    unsigned at = hk_stretch_at(&r->free, i), len = hk_stretch_len(&r->free, i), end = at + len;
+    if (!len || end > HK_REGION_UNITS || bits_count(free, at, len) || r->free.place[at] != i ||
+        r->free.place[end - 1] != i ||
         (at > 0 && !(r->used[(at - 1) / 64] >> (at - 1) % 64 & 1)) ||
         (end < HK_REGION_UNITS && !(r->used[end / 64] >> end % 64 & 1)))
       return false;
@@ -289,6 +306,22 @@ static bool stretches_kept(const hk_region_t *r) {
   for (unsigned k = 0; k < HK_REGION_WORDS; k++)
     if (free[k] != ~r->used[k]) return false;
   return true;
+}
+
+/* The list of free stretches anew from the bitmap, after blocks of the
+ * large classes came and went without it: they come at a high rate (thread
+ * caches' misses and overflows, under the set's lock, which two threads
+ * swapping blocks of 256 KiB-1 MiB share), and keeping the list for them
+ * cost larson with such blocks 10 %; the search that needs it, a huge
+ * block's, mostly follows other huge blocks. */
+static void stretches_rebuild(hk_region_t *r) {
+  r->free.count = 0;
+  for (unsigned lo = bits_next(r->used, 0, false, HK_REGION_UNITS), hi; lo < HK_REGION_UNITS;
+       lo = bits_next(r->used, hi, false, HK_REGION_UNITS)) {
+    hi = bits_next(r->used, lo, true, HK_REGION_UNITS);
+    stretch_set(&r->free, r->free.count++, lo, hi - lo);
+  }
+  r->stretches_kept = true;
 }
 
 /* The region of a block: its header lies in the region-aligned 2 MiB before
@@ -380,6 +413,7 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, uns
     bits_set(r->used, 0, HK_REGION_HEADER_UNITS);
     r->free.count = 0;
     hk_stretches_give(&r->free, HK_REGION_HEADER_UNITS, HK_REGION_UNITS - HK_REGION_HEADER_UNITS);
+    r->stretches_kept = true;
   }
   r->top = HK_REGION_HEADER_UNITS;
   r->set = set;
@@ -412,6 +446,15 @@ static size_t decommit_units(hk_region_t *r, unsigned k, uint64_t bits) {
   return bytes;
 }
 
+/* The first unit of the stretch of free units holding unit u: the one
+ * after the last unit in use below it (the header's are). */
+static unsigned stretch_start(const hk_region_t *r, unsigned u) {
+  unsigned k = u / 64;
+  uint64_t x = r->used[k] & ((1ull << u % 64) - 1);
+  while (!x) x = r->used[--k];
+  return k * 64 + 64 - (unsigned)__builtin_clzll(x);
+}
+
 /* Takes units [u, u+n) of a shared region: resident ones no longer wait for
  * the purge.  On transparent huge pages, a block that is the first to touch
  * a huge page makes the whole page resident: its other free units then count
@@ -429,7 +472,7 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
                !(HAK_HARDENED && ends[i] == ends[1]);
   }
   r->top = hk_max(r->top, hk_min((u + n + 31) / 32 * 32, HK_REGION_UNITS));  /* past the last huge page touched */
-  hk_stretches_take(&r->free, u, n);
+  if (r->stretches_kept) hk_stretches_take(&r->free, stretch_start(r, u), u, n);
   unsigned reused = 0;
   for (span_t s = span(u, n); span_next(&s);) {
     reused += bits_in(r->warm[s.k], s.mask, s.len);  /* dirty or dirty_old, never both */
@@ -453,7 +496,7 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
  * for the purge, or decommitted at once without a purge delay. */
 static void release_units(hk_region_t *r, unsigned u, unsigned n) {
   bool now = hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF;
-  hk_stretches_give(&r->free, u, n);
+  if (r->stretches_kept) hk_stretches_give(&r->free, u, n);
   for (span_t s = span(u, n); span_next(&s);) {
     r->used[s.k] &= ~s.mask;
     if (now) {
@@ -530,14 +573,14 @@ static hk_region_t *best_fit(const hk_huge_set_t *h, unsigned n, unsigned step, 
   unsigned best = limit + 1, best_slack = HK_REGION_UNITS, c, slack;
   for (hk_region_t *s = h->regions; s && (best || best_slack); s = s->next) {
     hk_assert(warm_kept(s), "a huge region's resident free units");
-    hk_assert(stretches_kept(s), "a huge region's free stretches");
+    if (!s->stretches_kept) stretches_rebuild(s);
+    hk_assert(stretches_follow(s), "a huge region's free stretches");
     /* The start of the shortest stretch, all resident, beats every other
      * place, and it mostly is (blocks come back resident): the full walk
      * over the bitmaps only when it is not.  Two threads replacing blocks
-     * of 1-4 MiB, 16 each: the list costs about 270 instructions per malloc
-     * and free (finding the stretch, taking from it, giving back) where
-     * finding it in the bitmap took 485, and the bitmap's edges, a branch
-     * each, went mispredicted (1.22 times the speed). */
+     * of 1-4 MiB, 16 each: a malloc and a free cost 1 516 instructions
+     * with the list, 1 721 when the stretch was found in the bitmap, whose
+     * edges, a branch each, went mispredicted (1.38 times the speed). */
     unsigned start = 0, len = hk_stretches_shortest(&s->free, n, &start);
     if (!len) continue;
     int at;
@@ -642,7 +685,7 @@ void *hk_huge_take_class(unsigned cls, bool *zero) {
   hk_lock(&h->lock);
   for (hk_region_t *r = h->regions; r && !p; r = r->next) {
     int u = first_warm_run(r, n);
-    if (u >= 0) p = place(r, (unsigned)u, n, &f);
+    if (u >= 0) r->stretches_kept = false, p = place(r, (unsigned)u, n, &f);
   }
   if (!p) p = shared_alloc(&h, n, 1, &f);
   if (!p) {
@@ -676,6 +719,7 @@ void hk_huge_release_class(unsigned cls, void *chain) {
     }
     mark(b, 0);
     ((uint64_t *)b)[1] = 0;  /* its free mark, which a huge block placed here would carry (a hardened free aborts on it) */
+    r->stretches_kept = false;
     release_units(r, u, n);  /* run[u] stays, as for huge blocks */
     __atomic_store_n(&h->class_bytes, h->class_bytes - units_bytes(n), __ATOMIC_RELAXED);
     if (region_empty(r)) hk_purge_note();

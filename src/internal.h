@@ -580,13 +580,20 @@ HK_HIDDEN void *hk_huge_take_class(unsigned cls, bool *zero);  /* a block of a l
 HK_HIDDEN void hk_huge_release_class(unsigned cls, void *chain);
 /* The stretches of free units of a region, in no order: the shortest that
  * holds a block is where it goes first, found without a walk over the
- * region's bitmap.  At most every other unit past the header starts one. */
+ * region's bitmap.  At most every other unit past the header starts one.
+ * Each stretch's first and last units keep its place in the list, so that
+ * taking from one and giving back next to one find it at once (a region
+ * may hold hundreds of blocks of the large classes). */
 #define HK_REGION_STRETCHES (HK_REGION_UNITS / 2)
 typedef struct hk_stretches {
   unsigned count;
-  uint16_t at[HK_REGION_STRETCHES], len[HK_REGION_STRETCHES];
+  uint32_t span[HK_REGION_STRETCHES];  /* length << 16 | first unit: one load, and the key of the search */
+  uint16_t place[HK_REGION_UNITS];     /* at each stretch's first and last unit: its index; elsewhere stale */
 } hk_stretches_t;
-HK_HIDDEN void hk_stretches_take(hk_stretches_t *s, unsigned u, unsigned n);  /* [u, u+n) lies in one stretch */
+static inline unsigned hk_stretch_at(const hk_stretches_t *s, unsigned i) { return s->span[i] & 0xffff; }
+static inline unsigned hk_stretch_len(const hk_stretches_t *s, unsigned i) { return s->span[i] >> 16; }
+/* [u, u+n) lies in the stretch that starts at unit `start` */
+HK_HIDDEN void hk_stretches_take(hk_stretches_t *s, unsigned start, unsigned u, unsigned n);
 HK_HIDDEN void hk_stretches_give(hk_stretches_t *s, unsigned u, unsigned n);  /* [u, u+n) was in use */
 /* The shortest stretch of at least n units (the lowest of equals): its
  * length, and its first unit in *at; 0 if none. */

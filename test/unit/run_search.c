@@ -198,17 +198,18 @@ UNIT_TEST(region_stretches_follow_the_bitmap) {
       unsigned u = at + (unsigned)(r >> 20) % 3;  /* at the start, or a unit or two in when it fits */
       for (unsigned i = at; i < u + n; i++)
         if (i >= HK_REGION_UNITS || unit(used, i)) u = at;
-      hk_stretches_take(&s, u, n);
+      hk_stretches_take(&s, at, u, n);
       set_units(used, u, n);
       starts[nblocks] = u, lens[nblocks++] = n;
     }
     unsigned covered = 0;
     for (unsigned i = 0; i < s.count; i++) {
-      unsigned a = s.at[i], e = a + s.len[i];
-      CHECK_MSG(s.len[i] && e <= HK_REGION_UNITS && unit(used, a - 1) && (e == HK_REGION_UNITS || unit(used, e)),
+      unsigned a = hk_stretch_at(&s, i), e = a + hk_stretch_len(&s, i);
+      CHECK_MSG(e > a && e <= HK_REGION_UNITS && unit(used, a - 1) && (e == HK_REGION_UNITS || unit(used, e)),
                 "step %d: stretch [%u, %u) not a whole stretch of free units", t, a, e);
       for (unsigned k = a; k < e; k++) CHECK(!unit(used, k));
-      covered += s.len[i];
+      CHECK(s.place[a] == i && s.place[e - 1] == i);  /* found from either end */
+      covered += e - a;
     }
     unsigned free_units = 0, best = 0, best_at = 0;
     for (unsigned i = 0; i < HK_REGION_UNITS; i++) free_units += !unit(used, i);
