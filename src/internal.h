@@ -582,8 +582,8 @@ HK_HIDDEN void hk_huge_release_class(unsigned cls, void *chain);
  * holds a block is where it goes first, found without a walk over the
  * region's bitmap.  At most every other unit past the header starts one.
  * Each stretch's first and last units keep its place in the list, so that
- * taking from one and giving back next to one find it at once (a region
- * may hold hundreds of blocks of the large classes). */
+ * taking from one (given its first unit) and giving back next to one find
+ * it without a pass over the list. */
 #define HK_REGION_STRETCHES (HK_REGION_UNITS / 2)
 typedef struct hk_stretches {
   unsigned count;

@@ -224,6 +224,32 @@ UNIT_TEST(region_stretches_follow_the_bitmap) {
   }
 }
 
+/* The cases the random walk may miss: a stretch taken whole from the
+ * middle of the list (the last moves into its place), and one given back
+ * between two, the one before it the last of the list. */
+UNIT_TEST(region_stretches_swap_and_merge) {
+  static hk_stretches_t s;
+  unsigned at = 0;
+  s.count = 0;
+  hk_stretches_give(&s, 100, 10);  /* [100, 110) */
+  hk_stretches_give(&s, 200, 5);   /* [200, 205) */
+  hk_stretches_give(&s, 300, 7);   /* [300, 307) */
+  hk_stretches_take(&s, 100, 100, 10);  /* entry 0 whole: [300, 307) moves to 0 */
+  CHECK_EQ(s.count, 2);
+  CHECK_EQ(hk_stretches_shortest(&s, 6, &at), 7);
+  CHECK_EQ(at, 300);
+  hk_stretches_give(&s, 205, 95);  /* joins [200, 205), the last entry, and [300, 307) */
+  CHECK_EQ(s.count, 1);
+  CHECK_EQ(hk_stretches_shortest(&s, 1, &at), 107);
+  CHECK_EQ(at, 200);
+  hk_stretches_take(&s, 200, 250, 8);  /* from the middle: [200, 250) and [258, 307) */
+  CHECK_EQ(hk_stretches_shortest(&s, 1, &at), 49);
+  CHECK_EQ(at, 258);
+  CHECK_EQ(hk_stretches_shortest(&s, 50, &at), 50);
+  CHECK_EQ(at, 200);
+  CHECK_EQ(hk_stretches_shortest(&s, 51, &at), 0);
+}
+
 /* ---- SuperSlabs: hk_find_run ------------------------------------------------ */
 
 /* The SuperSlabs' search by brute force. */
