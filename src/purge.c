@@ -17,7 +17,8 @@
  * and short programs never see it), with every signal blocked; it sleeps
  * while nothing waits; a failure to create it only means the ticks stay on
  * the slow paths.  In lean mode, free resident memory above a cap is given
- * back at once (as each thread sees it: see lean_view).  The cap starts at HAKMEM_SS_MEM_LEAN_TARGET_MB and learns:
+ * back at once (as each thread sees it: see lean_view).  The cap starts at
+ * HAKMEM_SS_MEM_LEAN_TARGET_MB and learns:
  * when, within four purge delays of a trim, the program has taken fresh
  * memory for half or more of what the trim gave back, that was memory in
  * use, not memory left over, and giving it back only bought page faults: at
