@@ -941,7 +941,7 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
    * would have had to go back to where it was, a hole by then, which
    * another thread's mapping may have taken. */
   hk_os_advise_small(target, HK_GRANULE);
-  memcpy(target, r, sizeof *r);
+  memcpy(target, r, offsetof(hk_region_t, run));  /* a jumbo region's: what follows serves shared ones */
   hk_class_map_set(r, 1, 0);
   hk_os_unmap(r, HK_GRANULE);
   r = (hk_region_t *)target;
