@@ -398,8 +398,7 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
 #define HK_LARGE_CACHE ((size_t)4 << 20)        /* bytes of large blocks a thread may cache, */
 #define HK_LARGE_CACHE_MIN ((size_t)256 << 10)  /* from this at its start or when many threads share */
 #define HK_LARGE_GROWTH 1024                    /* misses that double a thread's budget */
-#define HK_LARGE_CACHE_MAX ((size_t)16 << 20)   /* the budget of a thread that has missed */
-#define HK_LARGE_GROWTH_MAX ((uint32_t)1 << 16) /* this many large blocks */
+#define HK_LARGE_GROWTH_MAX ((uint32_t)1 << 16) /* misses that earn a thread its whole share of the budget */
 #define HK_ARENAS 8                             /* independently locked sets of SuperSlabs */
 #define HK_PAGE_SIZE ((size_t)4096)
 #define HK_UNIT_PAGES (HK_UNIT_SIZE / HK_PAGE_SIZE)  /* 16 */

@@ -46,7 +46,7 @@ const hk_option_t hk_option_table[] = {
      "what was given back"},
     {"HAKMEM_LARGE_CACHE", FIELD(large_cache), HK_OPT_SIZE, {64 << 20, 32 << 20, 8 << 20}, (size_t)1 << 40, NULL,
      "bytes of 32 KiB-1 MiB blocks all thread caches together may hold, each thread at least 256 KiB "
-     "(a thread starts there and grows to 4 MiB, then 16 MiB, as it takes many)"},
+     "(a thread starts there and grows to 4 MiB, then to its whole share, as it takes many)"},
     {"HAKMEM_HUGE_THP", FIELD(huge_thp), HK_OPT_BOOL, {1, 1, 0}, 1, NULL,
      "blocks above 1 MiB live on transparent huge pages where the kernel allows"},
     {"HAKMEM_SS_THP", FIELD(ss_thp), HK_OPT_BOOL, {1, 0, 0}, 1, NULL,

@@ -136,7 +136,7 @@ static void large_round(void **p, int n) {
 }
 
 static void *large_user(void *arg) {
-  static void *p[200];
+  static void *p[400];
   size_t *kept = arg;
   large_round(p, 100);
   kept[0] = own_cached(64 * 1024);
@@ -144,28 +144,35 @@ static void *large_user(void *arg) {
   kept[1] = own_cached(64 * 1024);
   /* 200 blocks (12.5 MiB): past 4 MiB (64 blocks) the list goes back at
    * every 65th free, 5 kept and 195 misses a round, until 65 536 of them
-   * earn the last step (to 16 MiB), about 260 rounds in */
+   * earn the last step, about 260 rounds in */
   for (int r = 0; r < 700; r++) large_round(p, 200);
   kept[2] = own_cached(64 * 1024);
+  /* 400 blocks (25 MiB): within the thread's share of the 64 MiB budget
+   * (two threads have a cache, this one and the main thread) */
+  large_round(p, 400);
+  kept[3] = own_cached(64 * 1024);
   return NULL;
 }
 
 /* A thread's cache of large blocks starts at 256 KiB and grows with the
- * large blocks it has to take from the SuperSlabs, up to 4 MiB, and 16 MiB
- * after 65 536 of them: a thread freeing 100 blocks of 64 KiB (6.25 MiB)
- * first keeps at most 4 of them, and after 20 000 such mallocs more, but not
- * all (past 4 MiB, its 65th free sends the list back: 35); freeing 200 (12.5
- * MiB), it keeps them all once it has missed 65 536 times. */
+ * large blocks it has to take from the SuperSlabs, up to 4 MiB, and to its
+ * whole share of the process-wide budget after 65 536 of them: a thread
+ * freeing 100 blocks of 64 KiB (6.25 MiB) first keeps at most 4 of them,
+ * and after 20 000 such mallocs more, but not all (past 4 MiB, its 65th
+ * free sends the list back: 35); freeing 200 (12.5 MiB), it keeps them all
+ * once it has missed 65 536 times, and so it does freeing 400 (25 MiB, half
+ * of the speed profile's budget). */
 static void large_cache_grows(void) {
-  size_t kept[3];
+  size_t kept[4];
   pthread_t t;
   CHECK(pthread_create(&t, NULL, large_user, kept) == 0);
   CHECK(pthread_join(t, NULL) == 0);
   printf("  a thread freeing 100 blocks of 64 KiB keeps %zu at first, %zu after 20 000 mallocs; "
-         "freeing 200, %zu after 140 000 more\n", kept[0], kept[1], kept[2]);
+         "freeing 200, %zu after 140 000 more; freeing 400, %zu\n", kept[0], kept[1], kept[2], kept[3]);
   CHECK(kept[0] <= 4);
   CHECK(kept[1] > 4 && kept[1] < 64);
   CHECK_EQ(kept[2], 200);
+  CHECK_EQ(kept[3], 400);
 }
 
 static void os_figures(void) {
