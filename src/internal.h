@@ -19,10 +19,11 @@
  *           hk_slab_new -> take_units     a run of units in the arena (superslab.c)
  *             superslab_map -> hk_os_space_take  a slot of the space reserved at start-up,
  *               or spares_map -> hk_os_map_aligned  else a few SuperSlabs mapped at once
- *         hk_central_take_large         large classes: a block not touched where its memory
- *                                         reads as zero (its page faults are the program's),
- *                                         no central cache:
- *           hk_large_take                 a one-block slab,
+ *         hk_central_take_large         large classes: a spare block of the class (32-256 KiB), or
+ *                                         a block not touched where its memory reads as zero
+ *                                         (its page faults are the program's):
+ *           hk_large_take                 a one-block slab (on resident units while there
+ *                                         are spares, else they go back first),
  *           hk_huge_take_class            or above 256 KiB a run of units in a huge region
  *         hk_purge_poll                   a tick due? (purge.c) -> hk_central_purge,
  *                                         hk_superslab_purge, hk_huge_purge -> hk_os_decommit;
@@ -35,7 +36,8 @@
  *       hk_central_put                    park the older half (all of it when frees outpace
  *                                         mallocs) on this CPU, or return blocks to slabs
  *         hk_slab_release                 an empty slab: its units dirty in the SuperSlab
- *         hk_large_release                large blocks: their units back at once
+ *         hk_large_release                large blocks: kept as spares up to a bound, else
+ *                                         their units back at once
  *         hk_huge_release_class           (above 256 KiB: to their huge region)
  *       hk_purge_poll
  *     hk_free_slow                        anything else: NULL, huge, or an error
@@ -516,9 +518,10 @@ static inline hk_slab_t *hk_slab_of(const void *p) {
 
 HK_HIDDEN void hk_arenas_init(unsigned cpus);
 HK_HIDDEN unsigned hk_arena_assign(void);       /* the arena of a new thread */
-HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls, bool *zero);  /* from the calling thread's arena; *zero: its units read as zero */
+/* from the calling thread's arena (warm: only on free units still resident, in any arena); *zero: its units read as zero */
+HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls, bool warm, bool *zero);
 HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
-HK_HIDDEN void *hk_large_take(unsigned cls, bool *zero);     /* large classes: one-block slabs */
+HK_HIDDEN void *hk_large_take(unsigned cls, bool warm, bool *zero);  /* large classes: one-block slabs */
 HK_HIDDEN void hk_large_release(unsigned cls, void *chain);
 /* The size of the block of the SuperSlab (huge region) holding p, live or
  * freed, and whether it is live; 0 if p is not where a block started. */

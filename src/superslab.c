@@ -197,9 +197,9 @@ static hk_superslab_t *superslab_map(hk_arena_t *a) {
 }
 
 /* Finds a run of units for a slab in the arena's SuperSlabs: the one needing
- * the fewest fresh pages, partly used SuperSlabs first on a tie; NULL if
- * none has room.  Called with the arena's lock held. */
-static hk_superslab_t *find_units(hk_arena_t *a, unsigned units, int *unit) {
+ * the fewest fresh units (*fresh), partly used SuperSlabs first on a tie;
+ * NULL if none has room.  Called with the arena's lock held. */
+static hk_superslab_t *find_units(hk_arena_t *a, unsigned units, int *unit, unsigned *fresh) {
   hk_superslab_t *ss = NULL;
   unsigned best = units + 1, cold;
   hk_superslab_t *lists[2] = {a->partial, a->empty};
@@ -209,16 +209,19 @@ static hk_superslab_t *find_units(hk_arena_t *a, unsigned units, int *unit) {
       if (u >= 0 && cold < best) ss = s, *unit = u, best = cold;
     }
   }
+  *fresh = best;
   return ss;
 }
 
 /* Takes a run of units for a slab, in the arena's SuperSlabs or, if
- * `may_map`, in a new one; moves the SuperSlab to the right list; *zero:
- * every unit of the run reads as zero (never written, or given back with
- * MADV_DONTNEED).  Called with the arena's lock held. */
-static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool may_map, bool *zero) {
+ * `may_map`, in a new one; with `warm`, only a run of free units still
+ * resident.  Moves the SuperSlab to the right list; *zero: every unit of the
+ * run reads as zero (never written, or given back with MADV_DONTNEED).
+ * Called with the arena's lock held. */
+static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool may_map, bool warm, bool *zero) {
   unsigned cold;
-  hk_superslab_t *ss = find_units(a, units, unit);
+  hk_superslab_t *ss = find_units(a, units, unit, &cold);
+  if (ss && warm && cold) return NULL;
   if (!ss) {
     if (!may_map || !(ss = superslab_map(a))) return NULL;
     *unit = hk_find_run(~ss->used, 0, units, ~0ull, &cold);
@@ -244,23 +247,23 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool
   return ss;
 }
 
-hk_slab_t *hk_slab_new(unsigned cls, bool *zero) {
+hk_slab_t *hk_slab_new(unsigned cls, bool warm, bool *zero) {
   const hk_class_info_t *ci = &hk_classes[cls];
   hk_arena_t *a = &arenas[hk_tc.arena];
   int unit;
   hk_lock(&a->lock);
-  hk_superslab_t *ss = take_units(a, ci->units, &unit, false, zero);
+  hk_superslab_t *ss = take_units(a, ci->units, &unit, false, warm, zero);
   hk_unlock(&a->lock);
   /* Before the process grows: free units of the other arenas. */
   for (unsigned i = 1, n = used_arenas(); !ss && i < n; i++) {
     hk_arena_t *other = &arenas[(hk_tc.arena + i) % n];
     hk_lock(&other->lock);
-    ss = take_units(other, ci->units, &unit, false, zero);
+    ss = take_units(other, ci->units, &unit, false, warm, zero);
     hk_unlock(&other->lock);
   }
-  if (!ss) {
+  if (!ss && !warm) {
     hk_lock(&a->lock);
-    ss = take_units(a, ci->units, &unit, true, zero);
+    ss = take_units(a, ci->units, &unit, true, false, zero);
     hk_unlock(&a->lock);
   }
   if (!ss) return NULL;
@@ -320,9 +323,10 @@ void hk_slab_release(hk_slab_t *slab) {
   hk_unlock(&a->lock);
 }
 
-/* A large block: the only block of a new slab, not touched here. */
-void *hk_large_take(unsigned cls, bool *zero) {
-  hk_slab_t *s = hk_slab_new(cls, zero);
+/* A large block: the only block of a new slab, not touched here; with
+ * `warm`, only on free units still resident, else NULL. */
+void *hk_large_take(unsigned cls, bool warm, bool *zero) {
+  hk_slab_t *s = hk_slab_new(cls, warm, zero);
   if (!s) return NULL;
   s->carved = 1;
   return s->start;

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/* test-env: HAKMEM_PURGE_DELAY_MS=50 HAKMEM_BACKGROUND_PURGE=0 HAKMEM_SS_THP=0 */
+/* test-builds: standard */
+/* hakmem only.  Large blocks (32 KiB-1 MiB) that a thread's cache sends back
+ * over its budget wait as spares of their class for the next thread short
+ * of one:
+ * - another thread's mallocs of the size get them, and make no slab for
+ *   them; the statistics count them in the central cache meanwhile;
+ * - they are bounded in all by a quarter of HAKMEM_LARGE_CACHE (the speed
+ *   profile's 64 MiB: 16 MiB), the rest going back to the SuperSlabs;
+ * - a block that would need memory new to the process sends them back
+ *   first, and is carved where they were;
+ * - a purge tick that finds their class idle since the last one gives them
+ *   back (ticks every 50 ms here, run by the slow paths of this program:
+ *   no purger thread), and malloc_trim at once.
+ * SuperSlabs are on small pages here, so that a page's residency says
+ * whether memory was used before. */
+#include <malloc.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <time.h>
+#include "testutil.h"
+
+enum { SIZE = 40000, COUNT = 64 };
+#define SPARES_MAX ((size_t)16 << 20)
+
+static hak_stats_t stats;
+
+static const hak_class_stats_t *class_of(size_t size) {
+  hak_stats_get(&stats);
+  for (unsigned i = 0; i < stats.nclasses; i++)
+    if (stats.classes[i].block_size >= size) return &stats.classes[i];
+  CHECK(!"no class");
+  return NULL;
+}
+
+static size_t central_blocks(size_t size) { return class_of(size)->central_cached; }
+
+/* The bytes of large blocks in the central caches, every class. */
+static size_t central_large_bytes(void) {
+  hak_stats_get(&stats);
+  size_t bytes = 0;
+  for (unsigned i = 0; i < stats.nclasses; i++)
+    if (stats.classes[i].block_size > 32768) bytes += stats.classes[i].central_cached * stats.classes[i].block_size;
+  return bytes;
+}
+
+static void *freed[COUNT];
+
+static void *take_them(void *arg) {
+  size_t *found = arg;
+  void *p[COUNT];
+  for (int i = 0; i < COUNT; i++) {
+    CHECK((p[i] = malloc(SIZE)) != NULL);
+    for (int j = 0; j < COUNT; j++) *found += p[i] == freed[j];
+  }
+  for (int i = 0; i < COUNT; i++) free(p[i]);
+  hak_thread_flush();
+  return NULL;
+}
+
+/* The main thread frees 64 blocks of 40 000 B (2.5 MiB, ten times a new
+ * thread's budget): most become spares, and a new thread gets them. */
+static void spares_serve_another_thread(void) {
+  malloc_trim(0);
+  for (int i = 0; i < COUNT; i++) CHECK((freed[i] = malloc(SIZE)) != NULL);
+  for (int i = 0; i < COUNT; i++) free(freed[i]);
+  hak_thread_flush();
+  size_t spares = central_blocks(SIZE);
+  unsigned long long made = class_of(SIZE)->slabs_made;
+  printf("  64 blocks freed and the cache flushed: %zu spares\n", spares);
+  CHECK_EQ(spares, (size_t)COUNT);
+  CHECK(hak_heap_check() >= COUNT);  /* walks the spares, marked free, of their class */
+  size_t found = 0;
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, take_them, &found) == 0);
+  CHECK(pthread_join(t, NULL) == 0);
+  unsigned long long made_after = class_of(SIZE)->slabs_made;
+  printf("  a new thread's 64 mallocs got %zu of them, %llu slabs made\n", found, made_after - made);
+  CHECK_EQ(found, (size_t)COUNT);
+  CHECK_EQ(made_after, made);
+  malloc_trim(0);
+  CHECK_EQ(central_blocks(SIZE), 0);
+}
+
+/* 1 000 blocks of 40 000 B (39 MiB) freed: at most 16 MiB of them kept,
+ * and most of that (a thread sends its list back when it passes its budget,
+ * up to 4 MiB, and a list that would not fit is not cut). */
+static void spares_are_bounded(void) {
+  enum { MANY = 1000 };
+  static void *p[MANY];
+  malloc_trim(0);
+  for (int i = 0; i < MANY; i++) CHECK((p[i] = malloc(SIZE)) != NULL);
+  for (int i = 0; i < MANY; i++) free(p[i]);
+  hak_thread_flush();
+  size_t kept = central_large_bytes();
+  printf("  39 MiB freed: %.1f MiB kept as spares\n", kept / 1048576.0);
+  CHECK(kept <= SPARES_MAX);
+  CHECK(kept >= SPARES_MAX / 4 * 3);
+  malloc_trim(0);
+  CHECK_EQ(central_large_bytes(), 0);
+}
+
+/* With no free memory left resident (a trim), 64 blocks of 40 000 B freed
+ * become spares; a block of 100 000 B then finds no free resident units but
+ * theirs, and takes them: it is resident before the program writes it. */
+static void spares_go_back_before_new_memory(void) {
+  void *p[COUNT];
+  for (int i = 0; i < COUNT; i++) CHECK((p[i] = malloc(SIZE)) != NULL);
+  malloc_trim(0);
+  for (int i = 0; i < COUNT; i++) free(p[i]);
+  hak_thread_flush();
+  CHECK_EQ(central_blocks(SIZE), (size_t)COUNT);
+  char *q = malloc(100000);
+  CHECK(q != NULL);
+  unsigned char page;
+  CHECK(mincore((void *)((uintptr_t)q & ~(uintptr_t)4095), 4096, &page) == 0);
+  printf("  a block of 100 000 B after them: %zu spares left, its first page %sresident\n",
+         central_blocks(SIZE), page & 1 ? "" : "not ");
+  CHECK_EQ(central_blocks(SIZE), 0);
+  CHECK(page & 1);
+  free(q);
+  malloc_trim(0);
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Spares of a class no thread takes or gives go back within two ticks
+ * (100 ms here); the program's small mallocs run the ticks. */
+static void idle_spares_go_back(void) {
+  malloc_trim(0);
+  for (int i = 0; i < COUNT; i++) CHECK((freed[i] = malloc(SIZE)) != NULL);
+  for (int i = 0; i < COUNT; i++) free(freed[i]);
+  hak_thread_flush();
+  CHECK_EQ(central_blocks(SIZE), (size_t)COUNT);
+  double start = now_ms(), gone = 0;
+  while (!gone && now_ms() - start < 2000) {
+    free(malloc(64));
+    hak_thread_flush();  /* the next malloc refills, and looks at the schedule */
+    usleep(2000);
+    if (central_blocks(SIZE) == 0) gone = now_ms() - start;
+  }
+  printf("  64 spares of an idle class gone after %.0f ms\n", gone);
+  CHECK(gone > 0);
+  CHECK(gone >= 40);  /* not at the first tick, which finds the class active */
+}
+
+int main(void) {
+  test_init();
+  RUN(spares_serve_another_thread);
+  RUN(spares_are_bounded);
+  RUN(spares_go_back_before_new_memory);
+  RUN(idle_spares_go_back);
+  return 0;
+}
