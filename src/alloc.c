@@ -64,7 +64,7 @@ void *hk_realloc(void *p, size_t size) {
   }
   uintptr_t cls = hk_class_map_lookup(p);
   if (cls - 1 < HK_NCLASS) {
-    if (!hk_on_boundary(p, cls) || hk_is_free(p) || hk_is_home(p) ||
+    if (!hk_on_boundary(p, cls) || hk_is_free(p) || hk_is_home(p) || hk_is_spare(p) ||
         (HAK_HARDENED && *hk_canary_at(p, cls) != hk_canary(p)))
       hk_misuse("realloc", p, cls);
     size_t old_size = hk_classes[cls].size - HK_CANARY;

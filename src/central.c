@@ -60,8 +60,8 @@ typedef struct hk_central {
   unsigned nempty;         /* slabs on `partial` with every block home */
   bool active;             /* slabs taken from or given to since the last purge tick */
   hk_class_counts_t counts;  /* statistics (large classes: in large_counts; parked: in the slots) */
-  void *spares;            /* large classes: blocks marked free, linked, ending at HK_END */
-  size_t nspares;
+  void *spares;            /* large classes: blocks marked spare, linked, ending at HK_END */
+  size_t nspares;          /* written under the lock, read without it as a hint */
 } __attribute__((aligned(HK_CACHELINE))) hk_central_t;
 
 #define HK_SMALL_CLASSES (HK_LARGE_MIN / 1024 + 48)  /* bounds HK_FIRST_LARGE_CLASS; checked at start */
@@ -76,7 +76,7 @@ static unsigned ncpu_slots = 1;  /* sets of slots in use: one per CPU, up to HK_
 static struct {
   atomic_size_t slabs, slabs_made;
 } large_counts[HK_NCLASS + 1];
-static atomic_size_t spare_bytes;  /* in the spares of every large class */
+static atomic_size_t spare_bytes;  /* in the spares of every large class; written under a class lock */
 
 void hk_central_init(unsigned cpus) {
   if (HK_FIRST_LARGE_CLASS > HK_SMALL_CLASSES) hk_fatal("class table larger than the transfer slots", NULL);
@@ -208,39 +208,36 @@ static bool transfer_pop(unsigned set, unsigned cls, hk_batch_t *b, bool local, 
   return got;
 }
 
-/* A spare of large class cls, or NULL. */
+/* A spare of large class cls, or NULL.  Its mark is checked and cleared
+ * under the lock: a block that is among the spares twice (freed again while
+ * it was one, and sent back again) is handed out once, and found unmarked
+ * the second time. */
 static void *take_spare(unsigned cls) {
   hk_central_t *c = &central[cls];
   if (!__atomic_load_n(&c->nspares, __ATOMIC_RELAXED)) return NULL;  /* a hint: checked again under the lock */
   hk_lock(&c->lock);
   void *b = c->nspares ? c->spares : NULL;
   if (b) {
-    hk_expect_free(b, cls);
+    if (hk_unlikely(!hk_is_spare(b))) hk_misuse_freed(b, cls);
     c->spares = hk_next(b);
+    hk_block_out(b, cls);
     __atomic_store_n(&c->nspares, c->nspares - 1, __ATOMIC_RELAXED);
+    atomic_fetch_sub_explicit(&spare_bytes, hk_classes[cls].size, memory_order_relaxed);
     c->active = true;
   }
   hk_unlock(&c->lock);
-  if (b) atomic_fetch_sub_explicit(&spare_bytes, hk_classes[cls].size, memory_order_relaxed);
   return b;
 }
 
 static bool purge_spares(unsigned cls, int mode);
 
-/* A spare of the class, else a block carved from the SuperSlabs or a huge
- * region.  A carved block on memory new to the process (*zero) means that
- * no free resident units were left, while spares of other classes may have
- * held some: they all go back, for the next blocks to be carved there
- * (mixed_large, one thread with blocks up to 1 MiB, had peaked 18 MiB
- * higher, thread_churn 20 MiB). */
-static bool purge_spares(unsigned cls, int mode);
-
 /* A spare of the class, else a new block: while there are spares (of other
- * classes), only on free units still resident, else first the spares go
- * back to their SuperSlabs, for the block to be carved there.  Spares thus
- * never make the process take memory it did not have: kept whatever the
- * demand, 16 MiB of them had raised the peak of mixed_large (one thread,
- * blocks up to 1 MiB) by 14 MiB, and of thread_churn by 15. */
+ * classes), only on free units still resident; if there are none, the
+ * spares go back to their SuperSlabs first, for the block to be carved
+ * there.  Spares thus never make the process take memory it did not have:
+ * kept whatever the demand, 16 MiB of them had raised the peak of
+ * mixed_large (one thread, blocks up to 1 MiB) by 14 MiB, and of
+ * thread_churn by 15. */
 void *hk_central_take_large(unsigned cls, bool *zero) {
   void *p;
   if (hk_class_in_regions(cls)) {
@@ -248,7 +245,9 @@ void *hk_central_take_large(unsigned cls, bool *zero) {
   } else if ((p = take_spare(cls))) {
     *zero = false;
     return p;
-  } else if (!atomic_load_explicit(&spare_bytes, memory_order_relaxed) || !(p = hk_large_take(cls, true, zero))) {
+  } else if (!atomic_load_explicit(&spare_bytes, memory_order_relaxed)) {
+    p = hk_large_take(cls, false, zero);
+  } else if (!(p = hk_large_take(cls, true, zero))) {
     for (unsigned c = HK_FIRST_LARGE_CLASS; c <= HK_NCLASS && !hk_class_in_regions(c); c++) purge_spares(c, HK_PURGE_ALL);
     p = hk_large_take(cls, false, zero);
   }
@@ -256,8 +255,6 @@ void *hk_central_take_large(unsigned cls, bool *zero) {
     atomic_fetch_add_explicit(&large_counts[cls].slabs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&large_counts[cls].slabs_made, 1, memory_order_relaxed);
   }
-  if (p && *zero && atomic_load_explicit(&spare_bytes, memory_order_relaxed))
-    for (unsigned c = HK_FIRST_LARGE_CLASS; c <= HK_NCLASS; c++) purge_spares(c, HK_PURGE_ALL);
   return p;
 }
 
@@ -372,9 +369,10 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
   }
 }
 
-/* Gives a chain of count large blocks back to the SuperSlabs or huge
- * regions.  Each block is marked home before any is released: one that is on
- * the chain twice is found before its memory can serve anything else. */
+/* Gives a chain of count large blocks marked free back to the SuperSlabs
+ * or huge regions.  Each block is marked home before any is released: one
+ * that is on the chain twice is found before its memory can serve anything
+ * else. */
 static void release_large(unsigned cls, void *chain, size_t count) {
   for (void *b = chain; b != HK_END; b = hk_next(b)) {
     hk_expect_free(b, cls);
@@ -385,32 +383,33 @@ static void release_large(unsigned cls, void *chain, size_t count) {
   atomic_fetch_sub_explicit(&large_counts[cls].slabs, count, memory_order_relaxed);
 }
 
-/* Keeps a chain of count large blocks as spares if they fit the bound;
- * false if not.  Checked as release_large does, each block marked home and
- * then free again: a block on the chain twice is found on the first walk. */
+/* Keeps a chain of count large blocks marked free as spares if they fit
+ * the bound; false if not.  Each is marked a spare: one on the chain twice
+ * is found at its second sight.  spare_bytes changes under a class lock
+ * only, so that fork (which holds them all) leaves it true in the child. */
 static bool keep_spares(unsigned cls, void *chain, unsigned count) {
-  if (hk_class_in_regions(cls)) return false;  /* huge regions: no SuperSlab, no arena lock */
-  size_t bytes = (size_t)count * hk_classes[cls].size;
   size_t bound = hk_opt.mem_lean ? 0 : hk_opt.large_cache / 4;
-  if (atomic_fetch_add_explicit(&spare_bytes, bytes, memory_order_relaxed) + bytes > bound) {
-    atomic_fetch_sub_explicit(&spare_bytes, bytes, memory_order_relaxed);
-    return false;
-  }
-  void *last = chain;
-  for (void *b = chain; b != HK_END; last = b, b = hk_next(b)) {
-    hk_expect_free(b, cls);
-    hk_mark_home(b);
-  }
-  for (void *b = chain; b != HK_END; b = hk_next(b)) hk_mark_free(b);
+  size_t bytes = (size_t)count * hk_classes[cls].size;
+  if (hk_class_in_regions(cls) || atomic_load_explicit(&spare_bytes, memory_order_relaxed) + bytes > bound)
+    return false;  /* huge regions: no SuperSlab, no arena lock */
   hk_central_t *c = &central[cls];
   hk_lock(&c->lock);
-  hk_set_next(last, c->nspares ? c->spares : HK_END);
-  c->spares = chain;
-  __atomic_store_n(&c->nspares, c->nspares + count, __ATOMIC_RELAXED);
-  c->active = true;
+  bool fits = atomic_load_explicit(&spare_bytes, memory_order_relaxed) + bytes <= bound;
+  if (fits) {
+    void *last = chain;
+    for (void *b = chain; b != HK_END; last = b, b = hk_next(b)) {
+      hk_expect_free(b, cls);
+      hk_mark_spare(b);
+    }
+    hk_set_next(last, c->nspares ? c->spares : HK_END);
+    c->spares = chain;
+    __atomic_store_n(&c->nspares, c->nspares + count, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&spare_bytes, bytes, memory_order_relaxed);
+    c->active = true;
+  }
   hk_unlock(&c->lock);
-  hk_purge_note();  /* spares go back if the class goes idle */
-  return true;
+  if (fits) hk_purge_note();  /* spares go back if the class goes idle */
+  return fits;
 }
 
 bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner) {
@@ -490,7 +489,11 @@ static bool purge_class(unsigned cls, int mode) {
 }
 
 /* Gives a large class's spares back if the class was idle for a whole purge
- * epoch (always, unless HK_PURGE_DUE).  True if some wait for a later tick. */
+ * epoch (always, unless HK_PURGE_DUE).  True if some wait for a later tick.
+ * The list is walked as long as it counts, each block checked a spare and
+ * marked free again, and must end there: a block freed again while it was
+ * a spare, whose link the thread's list took, is found before the walk
+ * leaves the spares. */
 static bool purge_spares(unsigned cls, int mode) {
   hk_central_t *c = &central[cls];
   if (!__atomic_load_n(&c->nspares, __ATOMIC_RELAXED)) return false;
@@ -499,10 +502,18 @@ static bool purge_spares(unsigned cls, int mode) {
   void *chain = c->spares;
   bool keep = mode == HK_PURGE_DUE && c->active;
   c->active = false;
-  if (!keep) __atomic_store_n(&c->nspares, 0, __ATOMIC_RELAXED);
+  if (!keep && n) {
+    void *b = chain;
+    for (size_t i = 0; i < n; i++, b = hk_next(b)) {
+      if (hk_unlikely(!hk_is_spare(b))) hk_misuse_freed(b, cls);
+      hk_mark_free(b);
+    }
+    if (b != HK_END) hk_fatal("spare blocks: the list runs on past its count", b);
+    __atomic_store_n(&c->nspares, 0, __ATOMIC_RELAXED);
+    atomic_fetch_sub_explicit(&spare_bytes, n * hk_classes[cls].size, memory_order_relaxed);
+  }
   hk_unlock(&c->lock);
   if (keep || n == 0) return keep && n;
-  atomic_fetch_sub_explicit(&spare_bytes, n * hk_classes[cls].size, memory_order_relaxed);
   release_large(cls, chain, n);
   return false;
 }
@@ -589,7 +600,7 @@ size_t hk_central_check(void) {
     size_t n = 0;
     for (const void *b = c->nspares ? c->spares : HK_END; b != HK_END && n <= c->nspares; b = hk_next(b), n++) {
       if (hk_map_get(b) != cls) hk_fatal("heap check: a spare block of another class", b);
-      if (!hk_is_free(b)) hk_fatal("heap check: a spare block not marked free", b);
+      if (!hk_is_spare(b)) hk_fatal("heap check: a spare block not marked spare", b);
     }
     if (n != c->nspares) hk_fatal("heap check: spare counts", c->spares);
     hk_unlock(&c->lock);

@@ -280,12 +280,15 @@ static inline uint64_t *hk_canary_at(void *p, uintptr_t cls) {
 }
 
 /* Word 1 of a block says where it is: the free key on a thread's list or in
- * a batch, its complement on its slab's list, anything else (0 from malloc)
+ * a batch, its complement on its slab's list, the key with bit 1 flipped
+ * among a large class's spares (central.c), anything else (0 from malloc)
  * in the program's hands. */
 static inline bool hk_is_free(const void *p) { return ((const uint64_t *)p)[1] == hk_fast.free_key; }
 static inline void hk_mark_free(void *p) { ((uint64_t *)p)[1] = hk_fast.free_key; }
 static inline bool hk_is_home(const void *p) { return ((const uint64_t *)p)[1] == ~hk_fast.free_key; }
 static inline void hk_mark_home(void *p) { ((uint64_t *)p)[1] = ~hk_fast.free_key; }
+static inline bool hk_is_spare(const void *p) { return ((const uint64_t *)p)[1] == (hk_fast.free_key ^ 2); }
+static inline void hk_mark_spare(void *p) { ((uint64_t *)p)[1] = hk_fast.free_key ^ 2; }
 HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse_freed(const void *p, unsigned cls);
 /* The slow paths' check of a block on a list or chain of class cls: one not
  * marked free was freed twice (a copy is in the program's hands), or
@@ -362,9 +365,9 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
     /* rejects entries that are not a class too (0 for NULL and foreign memory, huge) */
     if (hk_likely(hk_on_boundary(p, cls))) {
       /* the hardened build also catches a double free here, at a read of the
-       * block: marked free (on a list) or home (back in its slab) */
-      if (hk_likely(!HAK_HARDENED ||
-                    (!hk_is_free(p) && !hk_is_home(p) && *hk_canary_at(p, cls) == hk_canary(p)))) {
+       * block: marked free (on a list), home (back in its slab) or spare */
+      if (hk_likely(!HAK_HARDENED || (!hk_is_free(p) && !hk_is_home(p) && !hk_is_spare(p) &&
+                                      *hk_canary_at(p, cls) == hk_canary(p)))) {
         hk_tcache_t *tc = &hk_tc;
         hk_mark_free(p);
         hk_set_next(p, tc->head[cls]);

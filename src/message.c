@@ -41,7 +41,7 @@ void hk_misuse(const char *call, const void *p, uintptr_t cls) {
     /* before a slab's first block: no block at all */
     size = (uint16_t)(uintptr_t)p < hk_classes[cls].first ? 0 : hk_classes[cls].size - HK_CANARY;
     live = !hk_on_boundary(p, cls);
-    if (HAK_HARDENED && !live && !hk_is_free(p) && !hk_is_home(p)) {
+    if (HAK_HARDENED && !live && !hk_is_free(p) && !hk_is_home(p) && !hk_is_spare(p)) {
       hk_message("hakmem: %s of %p: the block was overrun, its canary is overwritten (block size %zu)\n", call, p,
                  size);
       abort();

@@ -220,8 +220,10 @@ static atomic_uint live_threads;  /* threads with an active cache */
  * 500000 500 1, 46 000 misses) peaked 8 MiB higher with a step of 8 MiB
  * (68.4 against 60.4 MiB), no faster. */
 static size_t large_budget(const hk_tcache_t *tc) {
+  /* a class's list counts its blocks down from 0 in a 16-bit room */
+  const size_t most = (size_t)INT16_MAX * HK_LARGE_MIN;
   size_t threads = hk_max(atomic_load_explicit(&live_threads, memory_order_relaxed), 1u);
-  size_t share = hk_max(hk_opt.large_cache / threads, HK_LARGE_CACHE_MIN);
+  size_t share = hk_min(hk_max(hk_opt.large_cache / threads, HK_LARGE_CACHE_MIN), most);
   if (tc->large_misses >= HK_LARGE_GROWTH_MAX) return share;
   unsigned doublings = tc->large_misses / HK_LARGE_GROWTH;
   return hk_min(doublings >= 16 ? HK_LARGE_CACHE : hk_min(HK_LARGE_CACHE_MIN << doublings, HK_LARGE_CACHE), share);

@@ -183,13 +183,11 @@ static void large_twice(void) {
   allocate_on(40000, 4);
 }
 
-/* given back to its huge region in between (the thread cache is flushed,
- * and malloc_trim gives the class's spares back) */
+/* given back to its huge region in between (the thread cache is flushed) */
 static void large_twice_after_release(void) {
   char *p = xmalloc(300000);
   free_opaque(p);
   hak_thread_flush();
-  malloc_trim(0);
   free_opaque(p);
 }
 
@@ -197,11 +195,34 @@ static void large_twice_after_release(void) {
  * again, it is on the thread's list and among the spares, and the second
  * malloc of its size finds it handed out already */
 static void large_twice_spare(void) {
-  char *p = xmalloc(300000);
+  char *p = xmalloc(40000);
   free_opaque(p);
   hak_thread_flush();
   free_opaque(p);
-  allocate_on(300000, 2);
+  allocate_on(40000, 2);
+}
+
+/* ... and sent back again with the thread's list: the spares' list then
+ * holds it twice (its link made a loop), and the second malloc of its size
+ * finds it handed out already */
+static void large_twice_spare_sent_back(void) {
+  char *p = xmalloc(40000);
+  free_opaque(p);
+  hak_thread_flush();
+  free_opaque(p);
+  hak_thread_flush();
+  allocate_on(40000, 2);
+}
+
+/* ... or a purge gives the spares back: the walk finds it before it leaves
+ * them */
+static void large_twice_spare_trimmed(void) {
+  char *p = xmalloc(40000);
+  free_opaque(p);
+  hak_thread_flush();
+  free_opaque(p);
+  hak_thread_flush();
+  malloc_trim(0);
 }
 
 static void large_interior(void) {
@@ -302,8 +323,11 @@ static const misuse_t cases[] = {
      "hakmem: free of 0x…, inside a block", NULL},
     {"free(the first byte of a slab of 48-byte blocks)", small_unit_start, "hakmem: free of invalid pointer 0x", NULL},
     {"free(p); free(p), 40000 B", large_twice, "hakmem: double free of 0x", NULL},
-    {"double free of 300000 B after a flush and malloc_trim", large_twice_after_release, "hakmem: double free of 0x", NULL},
-    {"double free of 300000 B after a flush, a spare in between", large_twice_spare, "hakmem: double free of 0x", NULL},
+    {"double free of 300000 B after a flush", large_twice_after_release, "hakmem: double free of 0x", NULL},
+    {"double free of a spare 40000 B block", large_twice_spare, "hakmem: double free of 0x", NULL},
+    {"double free of a spare 40000 B block, sent back", large_twice_spare_sent_back, "hakmem: double free of 0x", NULL},
+    {"double free of a spare 40000 B block, sent back and trimmed", large_twice_spare_trimmed,
+     "hakmem: double free of 0x", NULL},
     {"free(40000-byte block + 4096)", large_interior, "hakmem: free of 0x", NULL},
     {"free(300000-byte block + 200000)", large_interior_far, "hakmem: free of 0x", NULL},
     {"free(p); free(p), 16 MiB", huge_twice, "hakmem: double free of 0x", NULL},
