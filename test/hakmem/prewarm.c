@@ -51,8 +51,8 @@ static const prewarm_case_t cases[] = {
     {"c2", {"HAKMEM_TINY_PREWARM_C2=64", NULL}, {0, 0, 64, 64, 0, 0, 0, 0}},
     /* _ALL up to 2 KiB, C7 (1025-2048 B) on its own; nothing above 2 KiB */
     {"all", {"HAKMEM_TINY_PREWARM_ALL=16", "HAKMEM_TINY_PREWARM_C7=2", NULL}, {16, 16, 16, 16, 16, 16, 2, 0}},
-    /* capped at the class's capacity (64 blocks of 1 KiB) */
-    {"capped", {"HAKMEM_TINY_PREWARM_C6=500", NULL}, {0, 0, 0, 0, 0, 64, 0, 0}},
+    /* capped at the class's capacity (128 blocks of 1 KiB) */
+    {"capped", {"HAKMEM_TINY_PREWARM_C6=500", NULL}, {0, 0, 0, 0, 0, 128, 0, 0}},
     {"lean", {"HAKMEM_PROFILE=lean", "HAKMEM_TINY_PREWARM_ALL=16", NULL}, {0, 0, 0, 0, 0, 0, 0, 0}},
 };
 

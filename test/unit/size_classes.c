@@ -97,8 +97,8 @@ UNIT_TEST(slab_geometry) {
   CHECK(magic[0] == 0 && magic_first[0] == 0);
 }
 
-/* Per thread and class: 16..512 blocks (at most 64 KiB) up to 1 KiB, as many
- * as fit in 128 KiB up to HK_LARGE_MIN, no count for large classes.  A
+/* Per thread and class: 16..512 blocks (at most 64 KiB) up to 512 B, as
+ * many as fit in 128 KiB up to HK_LARGE_MIN, no count for large classes.  A
  * refill moves at most half a cache and about 8 KiB (2 blocks at least). */
 UNIT_TEST(thread_cache_capacities_and_batches) {
   unsigned c;
@@ -106,7 +106,7 @@ UNIT_TEST(thread_cache_capacities_and_batches) {
   for (c = 1; c <= HK_NCLASS; c++) {
     size_t size = info(c)->size, batch = info(c)->batch;
     long cap = info(c)->cap;
-    if (size <= 1024)
+    if (size <= 512)
       CHECK_MSG(cap >= 16 && cap <= 512 && (size_t)cap * size <= 64 * 1024,
                 "class %u (%zu B): cache of %ld blocks", c, size, cap);
     else if (size <= HK_LARGE_MIN)
@@ -119,4 +119,18 @@ UNIT_TEST(thread_cache_capacities_and_batches) {
     CHECK_MSG(batch * size <= 8192 || batch <= 2, "class %u (%zu B): batch of %zu blocks", c, size,
               batch);
   }
+}
+
+/* Lean mode keeps the lists of 513 B-1 KiB blocks at about 64 KiB, as those
+ * below. */
+UNIT_TEST(lean_thread_caches_of_small_classes) {
+  unsigned c;
+  hk_opt.mem_lean = 1;
+  hk_size_classes_init();
+  for (c = 1; c <= HK_NCLASS && info(c)->size <= 1024; c++)
+    CHECK_MSG(info(c)->cap >= 16 && (size_t)info(c)->cap * info(c)->size <= 64 * 1024,
+              "lean: class %u (%u B): cache of %d blocks", c, (unsigned)info(c)->size, (int)info(c)->cap);
+  CHECK(c > 1);
+  hk_opt.mem_lean = 0;
+  hk_size_classes_init();
 }
