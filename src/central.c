@@ -77,6 +77,9 @@ static struct {
   atomic_size_t slabs, slabs_made;
 } large_counts[HK_NCLASS + 1];
 static atomic_size_t spare_bytes;  /* in the spares of every large class; written under a class lock */
+/* The classes that keep spares run from HK_FIRST_LARGE_CLASS to the last
+ * below huge regions' (whose units are no SuperSlab's, behind no arena lock). */
+#define for_spare_classes(c) for (unsigned c = HK_FIRST_LARGE_CLASS; c <= HK_NCLASS && !hk_class_in_regions(c); c++)
 
 void hk_central_init(unsigned cpus) {
   if (HK_FIRST_LARGE_CLASS > HK_SMALL_CLASSES) hk_fatal("class table larger than the transfer slots", NULL);
@@ -248,7 +251,7 @@ void *hk_central_take_large(unsigned cls, bool *zero) {
   } else if (!atomic_load_explicit(&spare_bytes, memory_order_relaxed)) {
     p = hk_large_take(cls, false, zero);
   } else if (!(p = hk_large_take(cls, true, zero))) {
-    for (unsigned c = HK_FIRST_LARGE_CLASS; c <= HK_NCLASS && !hk_class_in_regions(c); c++) purge_spares(c, HK_PURGE_ALL);
+    for_spare_classes(c) purge_spares(c, HK_PURGE_ALL);
     p = hk_large_take(cls, false, zero);
   }
   if (p) {
@@ -390,8 +393,8 @@ static void release_large(unsigned cls, void *chain, size_t count) {
 static bool keep_spares(unsigned cls, void *chain, unsigned count) {
   size_t bound = hk_opt.mem_lean ? 0 : hk_opt.large_cache / 4;
   size_t bytes = (size_t)count * hk_classes[cls].size;
-  if (hk_class_in_regions(cls) || atomic_load_explicit(&spare_bytes, memory_order_relaxed) + bytes > bound)
-    return false;  /* huge regions: no SuperSlab, no arena lock */
+  if (hk_class_in_regions(cls)) return false;
+  if (atomic_load_explicit(&spare_bytes, memory_order_relaxed) + bytes > bound) return false;  /* no lock to learn it */
   hk_central_t *c = &central[cls];
   hk_lock(&c->lock);
   bool fits = atomic_load_explicit(&spare_bytes, memory_order_relaxed) + bytes <= bound;
@@ -521,7 +524,7 @@ static bool purge_spares(unsigned cls, int mode) {
 void hk_central_purge(int mode) {
   bool pending = false;
   for (unsigned cls = 1; cls < HK_FIRST_LARGE_CLASS; cls++) pending |= purge_class(cls, mode);
-  for (unsigned cls = HK_FIRST_LARGE_CLASS; cls <= HK_NCLASS; cls++) pending |= purge_spares(cls, mode);
+  for_spare_classes(cls) pending |= purge_spares(cls, mode);
   if (pending) hk_purge_note();
 }
 
@@ -594,7 +597,7 @@ size_t hk_central_check(void) {
       walked += parked;
     }
   }
-  for (unsigned cls = HK_FIRST_LARGE_CLASS; cls <= HK_NCLASS; cls++) {
+  for_spare_classes(cls) {
     hk_central_t *c = &central[cls];
     hk_lock(&c->lock);
     size_t n = 0;
