@@ -121,16 +121,16 @@ UNIT_TEST(thread_cache_capacities_and_batches) {
   }
 }
 
-/* Lean mode keeps the lists of 513 B-1 KiB blocks at about 64 KiB, as those
- * below. */
-UNIT_TEST(lean_thread_caches_of_small_classes) {
+/* Where a purger thread runs (the balanced and lean profiles) the lists of
+ * 513 B-1 KiB blocks stay at about 64 KiB, as those below. */
+UNIT_TEST(thread_caches_of_small_classes_with_a_purger) {
   unsigned c;
-  hk_opt.mem_lean = 1;
+  hk_opt.background_purge = 1;
   hk_size_classes_init();
   for (c = 1; c <= HK_NCLASS && info(c)->size <= 1024; c++)
     CHECK_MSG(info(c)->cap >= 16 && (size_t)info(c)->cap * info(c)->size <= 64 * 1024,
-              "lean: class %u (%u B): cache of %d blocks", c, (unsigned)info(c)->size, (int)info(c)->cap);
+              "with a purger: class %u (%u B): cache of %d blocks", c, (unsigned)info(c)->size, (int)info(c)->cap);
   CHECK(c > 1);
-  hk_opt.mem_lean = 0;
+  hk_opt.background_purge = 0;
   hk_size_classes_init();
 }
