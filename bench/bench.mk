@@ -18,7 +18,7 @@ PYTHON ?= python3
 
 BENCH_PROGRAMS := random_mixed fixed_size tiny_hot patterns mixed_large larson prodcons \
                   big_blocks thread_churn memory_return random_touch soak latency first_touch
-BENCH_BINS     := $(BENCH_PROGRAMS:%=$(BUILD)/bench/%)
+BENCH_BINS     := $(BENCH_PROGRAMS:%=$(BUILD)/bench/%) $(BUILD)/bench/libfloor.so
 BENCH_CFLAGS   := -std=gnu11 -O2 -g -pthread -Wall -Wextra
 
 BENCH_OPTS = --build $(BUILD) \
@@ -42,9 +42,15 @@ SCORECARD_OPTS = --build $(BUILD) \
 
 bench-programs: $(BENCH_BINS)
 
-$(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench.h bench/workload.h include/hakmem.h bench/bench.mk
+$(BUILD)/bench/%: bench/%.c bench/bench.h bench/workload.h include/hakmem.h bench/bench.mk
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ -lm
+
+# The floor under the benchmarks of small blocks (bench/floor.c); -fno-builtin
+# keeps calloc from being compiled into a call of itself.
+$(BUILD)/bench/libfloor.so: bench/floor.c bench/bench.mk
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -fno-builtin -fPIC -shared -fvisibility=hidden $< -o $@
 
 # The scripts install the peers and tools they need (GNU time, gnuplot,
 # strace, valgrind); python3 itself, when missing, is installed here, before
