@@ -24,10 +24,11 @@
 #define LISTED 256                          /* classes of 16 B up to 4 KiB are listed */
 #define CHUNK ((size_t)64 << 20)
 #define MAPPED ((size_t)-1)                 /* header of a block mapped on its own */
-#define UNLISTED ((size_t)0)                /* header of an aligned block: never reused */
+#define UNLISTED ((size_t)0)                /* header of an aligned block: never reused; its size after */
 
 static __thread void *lists[LISTED + 1] __attribute__((tls_model("initial-exec")));
-static __thread char *cur, *end;
+static __thread char *cur __attribute__((tls_model("initial-exec")));
+static __thread char *end __attribute__((tls_model("initial-exec")));
 
 static size_t *header(void *p) { return (size_t *)((char *)p - HEADER); }
 
@@ -88,7 +89,8 @@ EXPORT void free(void *p) {
 EXPORT size_t malloc_usable_size(void *p) {
   if (!p) return 0;
   size_t c = *header(p);
-  return c == MAPPED ? ((size_t *)p)[-1] - HEADER : c << 4;
+  if (c == MAPPED) return ((size_t *)p)[-1] - HEADER;
+  return c == UNLISTED ? ((size_t *)p)[-1] : c << 4;
 }
 
 EXPORT void *calloc(size_t count, size_t size) {
@@ -121,7 +123,9 @@ EXPORT void *memalign(size_t align, size_t n) {
     errno = ENOMEM;
     return NULL;
   }
-  return cut(n ? n : 1, align, UNLISTED);
+  void *p = cut(n ? n : 1, align, UNLISTED);
+  if (p) ((size_t *)p)[-1] = n;
+  return p;
 }
 
 EXPORT void *aligned_alloc(size_t align, size_t n) { return memalign(align, n); }
@@ -132,4 +136,14 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n) {
   if (!p) return ENOMEM;
   *out = p;
   return 0;
+}
+
+EXPORT void *valloc(size_t n) { return memalign(4096, n); }
+
+EXPORT void *pvalloc(size_t n) {
+  if (n > SIZE_MAX / 2) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return memalign(4096, (n + 4095) & ~(size_t)4095);
 }

@@ -314,7 +314,7 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
  * nor free), so a second visit finds it so; then marked home again: a stale
  * pointer freed later is still told from a live block (hardened build). */
 static void expect_all_home(const hk_slab_t *s) {
-  const uint64_t seen = ~hk_free_key() ^ 1;
+  const uint64_t seen = ~hk_fast.free_key ^ 1;
   unsigned n = 0;
   for (void *b = s->free; b; b = hk_next(b), n++) {
     if (hk_unlikely(n == s->nfree || !hk_is_home(b) || hk_slab_of(b) != s)) hk_misuse_freed(b, s->cls);

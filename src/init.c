@@ -94,10 +94,8 @@ void hk_process_init_slow(void) {
   bool first = false;
   hk_lock(&init_lock);
   if (!atomic_load_explicit(&hk_ready, memory_order_relaxed)) {
-    if (HAK_HARDENED) {  /* before any block exists */
-      hk_fast.free_key = random_key();
-      hk_fast.link_key = random_key();
-    }
+    hk_fast.free_key = random_key();  /* before any block exists */
+    if (HAK_HARDENED) hk_fast.link_key = random_key();
     hk_options_init();
     hk_size_classes_init();
     hk_arenas_init(hk_os_cpus());

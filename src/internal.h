@@ -45,7 +45,7 @@
  *       hk_misuse                         an invalid or interior pointer, a freed huge block
  *
  * Fast-path size on x86-64 (gcc 12 -O2), in instructions, hit case:
- * malloc 13, free 19, ret aside; `objdump -d build/libhakmem.so` at <__libc_malloc> and
+ * malloc 14, free 20, ret aside; `objdump -d build/libhakmem.so` at <__libc_malloc> and
  * <__libc_free> shows them, and `make bench-callgrind` counts them per
  * random_mixed iteration.
  *
@@ -62,9 +62,9 @@
  *   hakmem's slabs (class 0), or it is not on a block boundary of its slab
  *   (every slab of a small class is one unit, so the offset in the unit
  *   tells, with one multiplication: hk_on_boundary);
- * - a block freed twice: free marks every block free with a key in its
- *   second word (hk_free_key), which malloc checks and clears as it hands
- *   the block out.  A block freed twice sits on a list twice; the
+ * - a block freed twice: free marks every block free with a per-process
+ *   random key in its second word, which malloc checks and clears as it
+ *   hands the block out.  A block freed twice sits on a list twice; the
  *   first copy handed out loses the mark, so malloc, reaching the second,
  *   finds it unmarked (as it finds one the program wrote into after its
  *   free) and aborts before the block is handed out twice.  free reads
@@ -199,7 +199,7 @@ typedef struct hk_fast {
   uint8_t *map;               /* the class map (class_map.c): a byte per unit...; the
                                  256 words before map[0] are hk_class_magic's table */
   size_t map_units;           /* ... of the units below its ceiling */
-  uint64_t free_key;          /* hardened build: in word 1 of every free block (init.c) */
+  uint64_t free_key;          /* in word 1 of every free block (init.c) */
   uint64_t link_key;          /* hardened build: free-list links are encoded with it */
 } hk_fast_t;
 extern hk_fast_t hk_fast HK_HIDDEN;
@@ -279,30 +279,21 @@ static inline uint64_t *hk_canary_at(void *p, uintptr_t cls) {
   return (uint64_t *)((uint8_t *)p + hk_classes[cls].size - HK_CANARY);
 }
 
-/* The free key.  The default builds use a fixed one, odd and as a 64-bit
- * word unlike what programs store (a 32-bit immediate, sign-extended): free
- * writes it and malloc compares it in one instruction each, with no load,
- * two instructions fewer a malloc/free pair than a key kept in memory, and
- * 1.1 % on random_touch 16-128 B (10 paired rounds).  It finds a double
- * free or a write after a free as well as a random key would; what it does
- * not do is keep a forged free block (a use after free that writes a fake
- * link) from being handed out: the hardened build's random key, and its
- * checked links, are for that. */
-#define HK_FIXED_FREE_KEY ((uint64_t)(int64_t)(int32_t)0xa5c3e96bu)
-static inline __attribute__((always_inline)) uint64_t hk_free_key(void) {
-  return HAK_HARDENED ? hk_fast.free_key : HK_FIXED_FREE_KEY;
-}
-
 /* Word 1 of a block says where it is: the free key on a thread's list or in
  * a batch, its complement on its slab's list, the key with bit 1 flipped
  * among a large class's spares (central.c), anything else (0 from malloc)
- * in the program's hands. */
-static inline bool hk_is_free(const void *p) { return ((const uint64_t *)p)[1] == hk_free_key(); }
-static inline void hk_mark_free(void *p) { ((uint64_t *)p)[1] = hk_free_key(); }
-static inline bool hk_is_home(const void *p) { return ((const uint64_t *)p)[1] == ~hk_free_key(); }
-static inline void hk_mark_home(void *p) { ((uint64_t *)p)[1] = ~hk_free_key(); }
-static inline bool hk_is_spare(const void *p) { return ((const uint64_t *)p)[1] == (hk_free_key() ^ 2); }
-static inline void hk_mark_spare(void *p) { ((uint64_t *)p)[1] = hk_free_key() ^ 2; }
+ * in the program's hands.  The key is random, read from memory: a fixed one
+ * as an immediate operand saves malloc and free an instruction each (0.6 %
+ * on random_mixed of 16-128 B, 1.1 % on random_touch) but is public, and
+ * data crafted to hold it hides a double free; the complement of a 32-bit
+ * immediate is a small integer that realloc's check of a live block would
+ * take for a block at home. */
+static inline bool hk_is_free(const void *p) { return ((const uint64_t *)p)[1] == hk_fast.free_key; }
+static inline void hk_mark_free(void *p) { ((uint64_t *)p)[1] = hk_fast.free_key; }
+static inline bool hk_is_home(const void *p) { return ((const uint64_t *)p)[1] == ~hk_fast.free_key; }
+static inline void hk_mark_home(void *p) { ((uint64_t *)p)[1] = ~hk_fast.free_key; }
+static inline bool hk_is_spare(const void *p) { return ((const uint64_t *)p)[1] == (hk_fast.free_key ^ 2); }
+static inline void hk_mark_spare(void *p) { ((uint64_t *)p)[1] = hk_fast.free_key ^ 2; }
 HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse_freed(const void *p, unsigned cls);
 /* The slow paths' check of a block on a list or chain of class cls: one not
  * marked free was freed twice (a copy is in the program's hands), or
