@@ -18,8 +18,9 @@ PYTHON ?= python3
 
 BENCH_PROGRAMS := random_mixed fixed_size tiny_hot patterns mixed_large larson prodcons \
                   big_blocks thread_churn memory_return random_touch soak latency first_touch
-BENCH_BINS     := $(BENCH_PROGRAMS:%=$(BUILD)/bench/%) $(BUILD)/bench/libfloor.so
-BENCH_CFLAGS   := -std=gnu11 -O2 -g -pthread -Wall -Wextra
+BENCH_PROG_BINS := $(BENCH_PROGRAMS:%=$(BUILD)/bench/%)
+BENCH_BINS      := $(BENCH_PROG_BINS) $(BUILD)/bench/libfloor.so
+BENCH_CFLAGS    := -std=gnu11 -O2 -g -pthread -Wall -Wextra
 
 BENCH_OPTS = --build $(BUILD) \
   $(if $(filter-out 0,$(QUICK)),--quick) \
@@ -42,7 +43,7 @@ SCORECARD_OPTS = --build $(BUILD) \
 
 bench-programs: $(BENCH_BINS)
 
-$(BUILD)/bench/%: bench/%.c bench/bench.h bench/workload.h include/hakmem.h bench/bench.mk
+$(BENCH_PROG_BINS): $(BUILD)/bench/%: bench/%.c bench/bench.h bench/workload.h include/hakmem.h bench/bench.mk
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ -lm
 
