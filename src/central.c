@@ -391,9 +391,9 @@ static void release_large(unsigned cls, void *chain, size_t count) {
  * is found at its second sight.  spare_bytes changes under a class lock
  * only, so that fork (which holds them all) leaves it true in the child. */
 static bool keep_spares(unsigned cls, void *chain, unsigned count) {
+  if (hk_class_in_regions(cls)) return false;
   size_t bound = hk_opt.mem_lean ? 0 : hk_opt.large_cache / 4;
   size_t bytes = (size_t)count * hk_classes[cls].size;
-  if (hk_class_in_regions(cls)) return false;
   if (atomic_load_explicit(&spare_bytes, memory_order_relaxed) + bytes > bound) return false;  /* no lock to learn it */
   hk_central_t *c = &central[cls];
   hk_lock(&c->lock);

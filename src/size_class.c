@@ -31,18 +31,16 @@ void hk_size_classes_init(void) {
     ci->capacity = (uint16_t)(ci->units * HK_UNIT_SIZE / size);
     ci->first = (uint16_t)(ci->units == 1 ? HK_UNIT_SIZE - ci->capacity * size : 0);
     /* Per class and thread: 16..512 blocks of up to 512 B (about 64 KiB),
-     * about 128 KiB of 513 B..32 KiB blocks (227 down to 4 of them; 64 KiB
-     * up to 1 KiB where a purger thread gives memory back while the program
-     * idles: the balanced and lean profiles).  Classes above 512 B are 64 B apart: sizes
-     * spread evenly give each of them twice the blocks of a class of 512 B,
-     * and 64 KiB gave them half as many.  Two larson threads (blocks of
-     * 16 B-1 KiB, arrays of 1 000 handed over and freed at once: some 63
-     * blocks of each such class) ran those lists dry and over 17 000-59 000
-     * times a second per class, and 1 100-10 700 with 128 KiB: 1.08 times
-     * as fast (10 paired rounds); 4-pair producer/consumer peaked 2 MiB
-     * higher (lean's 12.8 MiB: 15.1), and a thread idle after freeing a
-     * 1 GiB peak of 16 B-32 KiB blocks kept 9 MiB more of slabs resident
-     * under the balanced profile (38.8 MiB against 29.7).  Large blocks have no per-class
+     * about 128 KiB of 513 B..32 KiB blocks (227 down to 4 of them).
+     * Classes above 512 B are 64 B apart, so evenly spread sizes give each
+     * twice the blocks of a 512 B class: with 64 KiB, two larson threads
+     * (16 B-1 KiB, arrays of 1 000 freed at once) ran those lists dry 17 000-
+     * 59 000 times a second per class, 1 100-10 700 with 128 KiB, 1.08 times
+     * as fast (10 paired rounds).  Where a purger thread gives memory back
+     * while the program idles (balanced, lean) they keep 64 KiB: a thread
+     * idle after freeing a 1 GiB peak kept 9 MiB more of slabs resident
+     * (38.8 MiB against 29.7), and 4-pair producer/consumer under lean
+     * peaked at 15.1 MiB against 12.8.  Large blocks have no per-class
      * capacity: every free of one asks hk_free_overflow, which keeps it while
      * the thread's large blocks fit its budget (tcache.c: large_budget).  A
      * new thread's lists start at a quarter of `cap` (tcache.c: start_cap). */
