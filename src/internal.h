@@ -168,7 +168,6 @@ typedef struct hk_tcache {
   uint8_t overflows[HK_NCLASS + 1];  /* since the list last ran dry: 0 or HK_OVERFLOW_* */
   uint8_t early_frees;               /* frees before the first malloc (see hk_free_overflow) */
   ptrdiff_t out_pending;             /* bytes taken less bytes given, not yet in the statistics */
-  uint32_t registered;               /* its place in the registry of live caches (tcache.c) */
   void *zero_block;                  /* the large block just handed out reading as zero (calloc) */
   hk_front_t front[HK_NCLASS + 1];
 } hk_tcache_t;
@@ -638,6 +637,7 @@ HK_HIDDEN void hk_os_space_unlock_untaken(void);           /* after mlockall wit
 HK_HIDDEN void hk_os_space_lock(void);                      /* no slot taken meanwhile */
 HK_HIDDEN void hk_os_space_unlock(bool child);
 HK_HIDDEN int hk_os_mlockall(int flags);                             /* the system call itself */
+HK_HIDDEN bool hk_os_read(void *dst, const void *src, size_t n);  /* a fault-safe copy of this process's memory */
 HK_HIDDEN int hk_class_map_mlockall(int flags);
 HK_HIDDEN void hk_class_map_fork_lock(void);
 HK_HIDDEN void hk_class_map_fork_unlock(bool child);

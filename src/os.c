@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/prctl.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include "internal.h"
@@ -301,6 +302,15 @@ void hk_os_space_unlock_untaken(void) {
 }
 
 int hk_os_mlockall(int flags) { return (int)syscall(SYS_mlockall, flags); }
+
+/* Copies n bytes from src, memory of this process that may be unmapped
+ * meanwhile (another thread's stack, gone with its thread): the kernel
+ * copies it, and says EFAULT rather than fault.  false if it is not all
+ * there, or the call is refused (a seccomp filter). */
+bool hk_os_read(void *dst, const void *src, size_t n) {
+  struct iovec local = {dst, n}, remote = {(void *)src, n};
+  return hk_keep_errno(process_vm_readv(getpid(), &local, 1, &remote, 1, 0)) == (ssize_t)n;
+}
 
 HK_EXPORT void hak_os_stats(hak_os_stats_t *out) {
   out->mmap_calls = atomic_load_explicit(&n_mmap, memory_order_relaxed);

@@ -20,8 +20,11 @@ __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) = {.head =
  * it here, the only trace of it left, and takes its place (its blocks are
  * lost: that thread's TLS image overwrote them).  Or its stack is unmapped
  * (glibc keeps 40 MiB of stacks for new threads; a stack the program gave
- * goes as the program wants): so nothing reads or writes a registered cache
- * without knowing its thread is alive (registry_prune). */
+ * goes as the program wants), at any moment: whether its thread is alive
+ * (registry_prune) is only a hint, since the stack may go between the look
+ * and the read.  So nothing writes another thread's cache, and what reads
+ * one copies it with hk_os_read, which a cache gone fails without a fault
+ * (read_cache). */
 typedef struct registered {
   hk_tcache_t *tc;
   pid_t tid;  /* its thread */
@@ -351,17 +354,25 @@ static bool thread_gone(const registered_t *r) {
   return gone;
 }
 
-/* Removes entry i, its place taken by the last one, which is told its new
- * place if its thread is alive (else it goes too: a cache never handed back). */
-static void registry_remove_at(size_t i) {
-  while (i < --registry_n) {
-    registry[i] = registry[registry_n];
-    if (!thread_gone(&registry[i])) {
-      registry[i].tc->registered = (uint32_t)i;
-      return;
-    }
-    atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
-  }
+/* Removes entry i, its place taken by the last one. */
+static void registry_remove_at(size_t i) { registry[i] = registry[--registry_n]; }
+
+/* The entry of cache tc; registry_n if it has none. */
+static size_t registry_find(const hk_tcache_t *tc) {
+  size_t i = 0;
+  while (i < registry_n && registry[i].tc != tc) i++;
+  return i;
+}
+
+/* What statistics and fork read of another thread's cache (all but its
+ * lists' heads), copied into `copy` under registry_lock; false if its
+ * memory is gone. */
+static hk_tcache_t cache_copy;
+static const hk_tcache_t *read_cache(const hk_tcache_t *tc) {
+  const size_t from = offsetof(hk_tcache_t, room);
+  if (tc == &hk_tc) return tc;
+  if (!hk_os_read((uint8_t *)&cache_copy + from, (const uint8_t *)tc + from, sizeof *tc - from)) return NULL;
+  return &cache_copy;
 }
 
 /* Drops the caches of threads that have ended without handing them back,
@@ -399,7 +410,6 @@ static bool registry_add(hk_tcache_t *tc) {
     if (old) hk_os_unmap(old, old_cap * sizeof *registry);
   }
   if (!registry_pid) registry_pid = getpid();
-  tc->registered = (uint32_t)registry_n;
   registry[registry_n++] = (registered_t){tc, tid};
   return true;
 }
@@ -454,8 +464,9 @@ void hk_thread_exit(void *arg) {
   note_out(tc, 0);
   if (hk_opt.front_dump) hk_front_print("thread", tc->front);
   hk_lock(&registry_lock);
-  hk_assert(tc->registered < registry_n && registry[tc->registered].tc == tc, "thread cache not registered");
-  registry_remove_at(tc->registered);
+  size_t i = registry_find(tc);
+  hk_assert(i < registry_n, "thread cache not registered");
+  if (i < registry_n) registry_remove_at(i);
   hk_front_add(exited, tc->front);
   hk_unlock(&registry_lock);
   hk_purge_poll();
@@ -481,10 +492,11 @@ void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
   memcpy(front, exited, sizeof exited);
   *threads = (unsigned)registry_n;
   for (size_t i = 0; i < registry_n; i++) {
-    const hk_tcache_t *tc = registry[i].tc;
+    const hk_tcache_t *tc = read_cache(registry[i].tc);
+    if (!tc) continue;
     for (unsigned c = 1; c <= HK_NCLASS; c++) {
-      /* two loads: a cap and a room of different moments (set_cap, a
-       * thread's exit) may say less than nothing */
+      /* a cap and a room of different moments (set_cap, a thread's exit)
+       * may say less than nothing */
       int n = __atomic_load_n(&tc->cap[c], __ATOMIC_RELAXED) - __atomic_load_n(&tc->room[c], __ATOMIC_RELAXED);
       cached[c] += (size_t)hk_max(n, 0);
     }
@@ -508,13 +520,13 @@ void hk_tcache_fork_unlock(bool child, bool locked) {
   if (child) {
     for (size_t i = registry_n; i-- > 0;) {
       if (registry[i].tc == &hk_tc) continue;
-      if (locked) {
-        hk_front_add(exited, registry[i].tc->front);
-        hk_stats_out(registry[i].tc->out_pending);  /* its TLS block is the child's memory too */
+      const hk_tcache_t *tc = locked ? read_cache(registry[i].tc) : NULL;
+      if (tc) {  /* its TLS block, if its stack was still there, is the child's memory too */
+        hk_front_add(exited, tc->front);
+        hk_stats_out(tc->out_pending);
       }
-      registry[i] = registry[--registry_n];
+      registry_remove_at(i);
     }
-    if (registry_n) registry[0].tc->registered = 0;  /* the forking thread's, the one left */
     registry_pid = getpid();
     if (registry_n) registry[0].tid = gettid();
     pthread_mutex_init(&registry_lock, NULL);
