@@ -15,10 +15,16 @@
  * A program that lowers RLIMIT_AS after start-up must leave room for the map.
  * Before set-up it covers one unit, NULL's, with the static zero byte, so
  * that even a free(NULL) before anything else finds it.
- * The map is read-only but for the pages written (mprotect as they are
- * first written: one per 256 MiB of address space hakmem uses), so that
- * mlockall, which locks and fills every page a process may write, fills a
- * few pages of it, not 2 GiB. */
+ * The map is read-only but for the pages that cover address space hakmem
+ * has mapped (one per 256 MiB), so that mlockall, which locks and fills
+ * every page a process may write, fills a few pages of it, not 2 GiB.
+ * Each page of the map counts the units of the mappings it covers
+ * (hk_class_map_reserve, hk_class_map_release): the last one unmapped, the
+ * page is given back and read-only again.  Else every 128 MiB region or
+ * over-aligned block mapped at a fresh address and unmapped again would
+ * leave a resident page of the map behind, and the split of the map's
+ * mapping that its protection made (the kernel allows a process 65 530
+ * mappings in all). */
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -34,50 +40,46 @@ static struct {
 hk_fast_t hk_fast = {.map = &before_setup.unit0, .map_units = 1};
 
 /* The reservation's start and the bytes of it the map takes (the page of
- * magic words and the map), and a bit per 4 KiB of those: made writable.
- * Changes of protection are made under a lock. */
+ * magic words, the map, and the counts of units each page of those covers,
+ * users[], one per page of the reservation), and a bit per 4 KiB of those:
+ * made writable.  Changes of protection and of the counts are made under a
+ * lock. */
 static uint8_t *reserved;
 static size_t reserved_map_bytes;
-#define HK_MAP_WRITABLE_WORDS ((((size_t)1 << 32) / 4096 + 1) / 64 + 1)
+static uint16_t *users;    /* by page of the reservation; 4 096 units a page at most */
+static bool all_writable;  /* the kernel refused a split: the whole map is writable */
+#define HK_MAP_WRITABLE_WORDS ((((size_t)1 << 32) / 4096 + ((size_t)1 << 32) / 2048 / 4096 + 2) / 64 + 1)
 static _Atomic uint64_t map_writable[HK_MAP_WRITABLE_WORDS];
 static pthread_mutex_t protect_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Bit i of map_writable: the i-th 4 KiB of the reservation is writable. */
 static bool page_writable(size_t i) {
   return atomic_load_explicit(&map_writable[i / 64], memory_order_acquire) >> i % 64 & 1;
 }
+static void set_writable(size_t first, size_t n, bool on) {
+  for (size_t k = first; k < first + n; k++)
+    if (on) atomic_fetch_or_explicit(&map_writable[k / 64], 1ull << k % 64, memory_order_release);
+    else atomic_fetch_and_explicit(&map_writable[k / 64], ~(1ull << k % 64), memory_order_release);
+}
 
-/* Makes the map's pages from `first` to `last` (page size `page`) writable;
- * false if the kernel refuses (out of memory). */
-static __attribute__((noinline)) bool pages_make_writable(uintptr_t first, uintptr_t last, size_t page) {
-  for (uintptr_t at = first; at <= last; at += page) {
-    size_t i = (at - (uintptr_t)reserved) / 4096;
-    if (page_writable(i)) continue;
-    hk_lock(&protect_lock);
-    /* out of kernel memory areas (each page made writable splits the
-     * mapping): all of the map writable then, one area again */
-    if (!page_writable(i) && !hk_os_protect_as((void *)at, page, PROT_READ | PROT_WRITE)) {
-      if (!hk_os_protect_as(reserved, reserved_map_bytes, PROT_READ | PROT_WRITE)) {
-        hk_unlock(&protect_lock);
-        return false;
-      }
-      for (size_t w = 0; w < HK_MAP_WRITABLE_WORDS; w++) atomic_store_explicit(&map_writable[w], ~0ull, memory_order_release);
-    }
-    for (size_t k = i; k < i + page / 4096; k++) atomic_fetch_or_explicit(&map_writable[k / 64], 1ull << k % 64, memory_order_release);
-    hk_unlock(&protect_lock);
+/* Makes page i (of the system's page size) of the reservation writable;
+ * false if the kernel refuses; protect_lock held.  Out of kernel memory
+ * areas (each page made writable splits the mapping): all of it writable
+ * then, one area again. */
+static bool page_make_writable(size_t i, size_t page) {
+  size_t per = page / 4096;
+  if (page_writable(i * per)) return true;
+  if (!hk_os_protect_as(reserved + i * page, page, PROT_READ | PROT_WRITE)) {
+    if (!hk_os_protect_as(reserved, reserved_map_bytes, PROT_READ | PROT_WRITE)) return false;
+    all_writable = true;
+    set_writable(0, reserved_map_bytes / 4096, true);
   }
+  set_writable(i * per, per, true);
   return true;
 }
 
-/* Makes the pages of map entries [u, u + units) writable; false if the
- * kernel refuses.  Most calls set one entry (a huge block's malloc and
- * free), on a page made writable long ago: that case looks at one bit of
- * its 4 KiB, without the page size or the loop's saved registers. */
-static inline __attribute__((always_inline)) bool map_make_writable(uintptr_t u, size_t units) {
-  uintptr_t first = (uintptr_t)&hk_fast.map[u], last = first + units - 1;
-  if (units == 1 && page_writable((first - (uintptr_t)reserved) / 4096)) return true;
-  size_t page = hk_os_page_size();
-  return pages_make_writable(first & ~(page - 1), last, page);
-}
+/* The page of the reservation that holds p. */
+static size_t page_of(const void *p, size_t page) { return (size_t)((const uint8_t *)p - reserved) / page; }
 
 /* Sets the map's pages that were never written to `prot` (PROT_NONE or
  * PROT_READ), a run at a time; the caller holds protect_lock. */
@@ -152,9 +154,10 @@ static uintptr_t wanted_ceiling(bool *roomy) {
 void hk_class_map_init(void) {
   bool roomy = false;
   uintptr_t ceiling = wanted_ceiling(&roomy);
-  size_t space = HK_SPACE_SIZE + HK_REGION_SIZE;  /* room to align it */
+  size_t space = HK_SPACE_SIZE + HK_REGION_SIZE, page = hk_os_page_size();  /* room to align it */
   for (; ceiling >= (uintptr_t)1 << 32; ceiling >>= 1) {
-    size_t bytes = HK_PAGE_SIZE + (ceiling >> HK_UNIT_SHIFT);
+    size_t counted = hk_align_up(HK_PAGE_SIZE + (ceiling >> HK_UNIT_SHIFT), page);
+    size_t bytes = counted + hk_align_up(counted / page * sizeof *users, page);
     uint8_t *map = roomy ? hk_os_reserve(bytes + space) : NULL;
     bool with_space = map != NULL;
     if (!map && !(map = hk_os_reserve(bytes))) continue;
@@ -162,15 +165,16 @@ void hk_class_map_init(void) {
      * readable would mean filled); writable: the page of magic words and the
      * map's first page, the entries of the lowest addresses, NULL's among
      * them, which every free(NULL) reads, so that mlockall never hides it */
-    size_t first = HK_PAGE_SIZE + hk_os_page_size();
+    size_t first = HK_PAGE_SIZE + page;
     hk_os_munlock(map, bytes);
     if (!hk_os_protect_as(map, bytes, PROT_READ) || !hk_os_protect_as(map, first, PROT_READ | PROT_WRITE)) {
       hk_os_unmap(map, with_space ? bytes + space : bytes);
       continue;
     }
-    for (size_t i = 0; i < hk_align_up(first, hk_os_page_size()) / 4096; i++) atomic_fetch_or(&map_writable[i / 64], 1ull << i % 64);
+    set_writable(0, hk_align_up(first, page) / 4096, true);
     reserved_map_bytes = bytes;
     reserved = map;
+    users = (uint16_t *)(map + counted);
     /* a byte per 64 KiB unit, written where hakmem has memory: a huge page
      * for each place written (THP "always") would cost 2 MiB apiece */
     hk_os_advise_small(map, bytes);
@@ -185,19 +189,73 @@ void hk_class_map_init(void) {
   }
 }
 
-/* Whether the map can record [start, start + size): below the ceiling, and
- * its entries' pages writable (made so now, where they can fail: the
- * allocation then fails with ENOMEM, and no later hk_class_map_set in the
- * range can). */
-bool hk_class_map_reserve(const void *start, size_t size) {
-  uintptr_t end = (uintptr_t)start + size;
-  return size && end > (uintptr_t)start && (end - 1) >> HK_UNIT_SHIFT < hk_fast.map_units &&
-         map_make_writable((uintptr_t)start >> HK_UNIT_SHIFT, ((end - 1) >> HK_UNIT_SHIFT) - ((uintptr_t)start >> HK_UNIT_SHIFT) + 1);
+/* The units a mapping [start, start + size) counts for: those that start
+ * in it, so that the counts of two mappings side by side (a block grown in
+ * place) add up to the count of the one they make. */
+static void units_of(const void *start, size_t size, uintptr_t *u, uintptr_t *end) {
+  *u = ((uintptr_t)start + HK_UNIT_SIZE - 1) >> HK_UNIT_SHIFT;
+  *end = ((uintptr_t)start + size + HK_UNIT_SIZE - 1) >> HK_UNIT_SHIFT;
 }
 
+/* Adds `sign` times the units [u, end) to the counts of the map's pages
+ * that hold their entries; protect_lock held.  A page whose count leaves
+ * 0 is made writable (its count's page too); returns the first unit not
+ * counted: `end`, or short of it if the kernel refused.  A page whose count
+ * comes back to 0 holds no entry that is not 0 (each mapping's were cleared
+ * before it went): it is given back, and read-only again unless the whole
+ * map had to be made writable; not the first ones, which init made
+ * writable for good. */
+static uintptr_t count_users(uintptr_t u, uintptr_t end, int sign) {
+  size_t page = hk_os_page_size(), kept = (HK_PAGE_SIZE + page + page - 1) / page;
+  for (uintptr_t next; u < end; u = next) {
+    size_t i = page_of(&hk_fast.map[u], page);
+    next = hk_min(end, (uintptr_t)((i + 1) * page - HK_PAGE_SIZE));  /* the first unit of page i + 1 */
+    uint16_t n = (uint16_t)(next - u);
+    if (sign > 0) {
+      if (!users[i] && !(page_make_writable(page_of(&users[i], page), page) && page_make_writable(i, page))) return u;
+      users[i] = (uint16_t)(users[i] + n);
+      continue;
+    }
+    hk_assert(users[i] >= n, "class map: a page's count of units below 0");
+    users[i] = (uint16_t)(users[i] - n);
+    if (users[i] || i < kept) continue;
+    hk_os_discard(reserved + i * page, page);
+    if (!all_writable && hk_os_protect_as(reserved + i * page, page, PROT_READ)) set_writable(i * (page / 4096), page / 4096, false);
+  }
+  return u;
+}
+
+/* Whether the map can record [start, start + size), a mapping hakmem has
+ * made: below the ceiling, and its entries' pages writable (made so now,
+ * where they can fail: the allocation then fails with ENOMEM, and no later
+ * hk_class_map_set in the range can).  Counted till hk_class_map_release
+ * of the same range (or of ranges side by side that make it). */
+bool hk_class_map_reserve(const void *start, size_t size) {
+  uintptr_t u, end, last = (uintptr_t)start + size;
+  units_of(start, size, &u, &end);
+  if (!size || last < (uintptr_t)start || (last - 1) >> HK_UNIT_SHIFT >= hk_fast.map_units) return false;
+  hk_lock(&protect_lock);
+  uintptr_t reached = count_users(u, end, 1);
+  if (reached != end) count_users(u, reached, -1);  /* what was counted */
+  hk_unlock(&protect_lock);
+  return reached == end;
+}
+
+/* [start, start + size), reserved, is unmapped, its entries 0. */
+void hk_class_map_release(const void *start, size_t size) {
+  uintptr_t u, end;
+  units_of(start, size, &u, &end);
+  hk_lock(&protect_lock);
+  count_users(u, end, -1);
+  hk_unlock(&protect_lock);
+}
+
+/* Only in a mapping reserved (hk_class_map_reserve): its pages are writable. */
 void hk_class_map_set(const void *start, size_t units, uint8_t value) {
   uintptr_t u = (uintptr_t)start >> HK_UNIT_SHIFT;
-  if (units && !map_make_writable(u, units)) hk_fatal("class map: cannot make it writable (not reserved)", start);
+  if (hk_unlikely(units && (!page_writable(((uintptr_t)&hk_fast.map[u] - (uintptr_t)reserved) / 4096) ||
+                            !page_writable(((uintptr_t)&hk_fast.map[u + units - 1] - (uintptr_t)reserved) / 4096))))
+    hk_fatal("class map: an entry set outside the mappings reserved", start);
   for (size_t i = 0; i < units; i++) __atomic_store_n(&hk_fast.map[u + i], value, __ATOMIC_RELAXED);
 }
 

@@ -762,6 +762,7 @@ static void *jumbo_alloc(size_t size, size_t alignment, hk_fill_t *f) {
 static void region_unmap(hk_region_t *r) {
   r->magic = 0;
   hk_class_map_set(r, 1, 0);
+  hk_class_map_release(r, r->size);
   hk_os_unmap(r, r->size);
 }
 
@@ -918,10 +919,16 @@ static bool shared_resize(hk_region_t *r, void *p, size_t size) {
 static void *jumbo_resize(hk_region_t *r, size_t size) {
   size_t total = r->offset + hk_align_up(size, hk_os_page_size());
   uint8_t *body = (uint8_t *)r + HK_GRANULE;
-  if (hk_os_remap(body, r->size - HK_GRANULE, total - HK_GRANULE, NULL)) {
+  /* the class map counts the units of the range grown into first, and
+   * those of a range shrunk out of once it is gone */
+  bool grows = total > r->size;
+  if ((!grows || hk_class_map_reserve((uint8_t *)r + r->size, total - r->size)) &&
+      hk_os_remap(body, r->size - HK_GRANULE, total - HK_GRANULE, NULL)) {
+    if (!grows && total < r->size) hk_class_map_release((uint8_t *)r + total, r->size - total);
     r->size = total;
     return (uint8_t *)r + r->offset;
   }
+  if (grows) hk_class_map_release((uint8_t *)r + r->size, total - r->size);
   size_t align = hk_max(HK_REGION_SIZE, r->alignment);
   uint8_t *target = hk_os_map_aligned(total, align, align > HK_REGION_SIZE ? r->offset : 0);
   if (target && !hk_class_map_reserve(target, total)) {
@@ -934,6 +941,7 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
   mark(old, 0);
   if (!hk_os_remap(body, old_size - HK_GRANULE, total - HK_GRANULE, target + HK_GRANULE)) {
     mark(old, HK_MAP_HUGE);
+    hk_class_map_release(target, total);
     hk_os_unmap(target, total);
     return NULL;
   }
@@ -943,6 +951,7 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
   hk_os_advise_small(target, HK_GRANULE);
   memcpy(target, r, offsetof(hk_region_t, run));  /* a jumbo region's: what follows serves shared ones */
   hk_class_map_set(r, 1, 0);
+  hk_class_map_release(r, old_size);  /* the body's range went with mremap */
   hk_os_unmap(r, HK_GRANULE);
   r = (hk_region_t *)target;
   r->magic = HK_REGION_MAGIC ^ (uintptr_t)r;

@@ -541,7 +541,8 @@ HK_HIDDEN void hk_superslab_fork_unlock(bool child);
 
 /* ---- class map (class_map.c) ------------------------------------------------ */
 HK_HIDDEN void hk_class_map_init(void);
-HK_HIDDEN bool hk_class_map_reserve(const void *start, size_t size);  /* whether the map covers it */
+HK_HIDDEN bool hk_class_map_reserve(const void *start, size_t size);  /* a mapping made: whether the map covers it */
+HK_HIDDEN void hk_class_map_release(const void *start, size_t size);  /* ... and unmapped, its entries 0 */
 HK_HIDDEN void hk_class_map_set(const void *start, size_t units, uint8_t value);
 HK_HIDDEN uintptr_t hk_class_map_lookup(const void *p);  /* any pointer; 0 if not hakmem's */
 
@@ -641,6 +642,7 @@ HK_HIDDEN bool hk_os_read(void *dst, const void *src, size_t n);  /* a fault-saf
 HK_HIDDEN int hk_class_map_mlockall(int flags);
 HK_HIDDEN void hk_class_map_fork_lock(void);
 HK_HIDDEN void hk_class_map_fork_unlock(bool child);
+HK_HIDDEN void hk_os_discard(void *p, size_t size);  /* its pages gone: zero when next read */
 HK_HIDDEN bool hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says; false if refused */
 HK_HIDDEN bool hk_os_huge_pages_available(void);  /* the kernel gives transparent huge pages to this process */
 HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */

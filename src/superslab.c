@@ -396,6 +396,7 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
       if ((uint8_t *)ss == atomic_load_explicit(&first_spare, memory_order_relaxed))
         atomic_store_explicit(&first_spare, NULL, memory_order_relaxed);  /* unmapped: the address may be reused */
     }
+    hk_class_map_release(ss, HK_SS_SIZE);
     hk_os_unmap(ss, HK_SS_SIZE);
     bytes += HK_PAGE_SIZE;  /* the header's page */
   }
