@@ -324,17 +324,17 @@ static void stretches_rebuild(hk_region_t *r) {
   r->stretches_kept = true;
 }
 
-/* The region of a block: its header lies in the region-aligned 2 MiB before
- * or below the block. */
+/* The region of a block: its header lies at the region-aligned address
+ * below the block's unit (a block starts a unit or more past its header). */
 static hk_region_t *region_of(const void *p) {
-  return (hk_region_t *)(((uintptr_t)p - HK_GRANULE) & ~(HK_REGION_SIZE - 1));
+  return (hk_region_t *)(((uintptr_t)p - HK_UNIT_SIZE) & ~(HK_REGION_SIZE - 1));
 }
 
 /* The region of live huge block p, or NULL if p is not one (the class map
  * has vouched for p's unit, so the region's header is mapped). */
 static hk_region_t *lookup(const void *p) {
   uintptr_t a = (uintptr_t)p;
-  if (a < HK_GRANULE || (a & (HK_UNIT_SIZE - 1)) || hk_class_map_lookup(p) != HK_MAP_HUGE) return NULL;
+  if (a < HK_UNIT_SIZE || (a & (HK_UNIT_SIZE - 1)) || hk_class_map_lookup(p) != HK_MAP_HUGE) return NULL;
   hk_region_t *r = region_of(p);
   if (r->magic != (HK_REGION_MAGIC ^ (uintptr_t)r)) return NULL;
   size_t off = (size_t)(a - (uintptr_t)r);
@@ -347,7 +347,7 @@ static hk_region_t *lookup(const void *p) {
 static hk_region_t *region_around(const void *p) {
   hk_region_t *r = (hk_region_t *)((uintptr_t)p & ~(HK_REGION_SIZE - 1));
   if (hk_class_map_lookup(r) != HK_MAP_REGION) r = region_of(p);
-  return (uintptr_t)p >= HK_GRANULE && hk_class_map_lookup(r) == HK_MAP_REGION &&
+  return (uintptr_t)p >= HK_UNIT_SIZE && hk_class_map_lookup(r) == HK_MAP_REGION &&
                  r->magic == (HK_REGION_MAGIC ^ (uintptr_t)r) && (const uint8_t *)p < (uint8_t *)r + r->size
              ? r
              : NULL;
@@ -386,6 +386,15 @@ static void guard(hk_region_t *r, void *p, bool on) {
   if (HAK_HARDENED) hk_os_protect((uint8_t *)p + block_bytes(r, p) - HK_GUARD, HK_GUARD, !on);
 }
 
+/* The part of a region of `size` bytes that its header's granule takes: a
+ * jumbo region's block, `offset` bytes in, may start before the 2 MiB a
+ * shared region's header takes (a mapping of its own under a tight
+ * address-space limit). */
+static size_t jumbo_head(size_t offset, size_t size) {
+  _Static_assert(offsetof(hk_region_t, run) <= HK_UNIT_SIZE, "a jumbo region's header fits in a unit");
+  return hk_min(offset ? hk_min(offset, HK_GRANULE) : HK_GRANULE, size);
+}
+
 /* Maps a region of `size` bytes whose block, `offset` bytes in, is aligned to
  * `alignment` (the region itself to HK_REGION_SIZE). */
 static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, unsigned set) {
@@ -400,9 +409,10 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, uns
   /* The header's granule, of which a few pages are written, on small pages
    * even where the kernel's default is huge (THP "always"); the rest as the
    * option says. */
-  hk_os_advise_small(r, HK_GRANULE);
-  if (hk_opt.huge_thp) hk_os_advise_huge((uint8_t *)r + HK_GRANULE, size - HK_GRANULE);
-  else hk_os_advise_small((uint8_t *)r + HK_GRANULE, size - HK_GRANULE);
+  size_t head = jumbo_head(offset, size);
+  hk_os_advise_small(r, head);
+  if (hk_opt.huge_thp) hk_os_advise_huge((uint8_t *)r + head, size - head);
+  else hk_os_advise_small((uint8_t *)r + head, size - head);
   r->magic = HK_REGION_MAGIC ^ (uintptr_t)r;
   r->size = size;
   r->offset = offset;
@@ -730,10 +740,11 @@ void hk_huge_release_class(unsigned cls, void *chain) {
 }
 
 /* A jumbo region for `size` bytes: one from the cache whose block is at
- * most a quarter too big, else a new one.  A cached region keeps the offset
- * of its block (2 MiB, or the alignment it was made for: a multiple of 2
- * MiB that serves any request here); *f (if asked) as place fills it.  Called
- * with set 0's lock held. */
+ * most a quarter too big, else a new one, its block 2 MiB in (or at the
+ * alignment it is made for), or, where the address space is too tight for
+ * that, a unit in.  A cached region keeps the offset of its block (a unit,
+ * 2 MiB, or a multiple of that: any serves a request here); *f (if asked) as
+ * place fills it.  Called with set 0's lock held. */
 static void *jumbo_alloc(size_t size, size_t alignment, hk_fill_t *f) {
   size_t offset = hk_max(hk_min(alignment, HK_REGION_SIZE), HK_GRANULE);
   size_t total = offset + hk_align_up(hk_max(size, 1), hk_os_page_size());  /* a block within its mapping */
@@ -753,6 +764,10 @@ static void *jumbo_alloc(size_t size, size_t alignment, hk_fill_t *f) {
     }
   }
   hk_region_t *r = region_map(total, offset, alignment, 0);
+  if (!r && alignment < HK_GRANULE) {
+    offset = hk_max(alignment, HK_UNIT_SIZE);
+    r = region_map(total = offset + hk_align_up(hk_max(size, 1), hk_os_page_size()), offset, alignment, 0);
+  }
   if (!r) return NULL;
   if (f) f->clean = true;
   r->stale[0] = 1;
@@ -808,15 +823,20 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   void *p = NULL;
   hk_huge_set_t *h;  /* locked, once p is found: the block's set */
   /* Out of address space or memory: a place in another set's regions, then
-   * what is free and still mapped goes back (malloc_trim), and one more try,
-   * whatever that gave back (parked blocks sent home may have emptied slabs). */
+   * a mapping of the block's own (a region's 128 MiB may be more than an
+   * address-space limit leaves), then what is free and still mapped goes
+   * back (malloc_trim), and one more try, whatever that gave back (parked
+   * blocks sent home may have emptied slabs). */
   bool shared = fits_region(n, alignment);
   for (int tries = 0;; tries++) {
     h = shared ? own_set() : &sets[0];
     hk_lock(&h->lock);
     p = shared ? shared_alloc(&h, (unsigned)n, alignment, f) : jumbo_alloc(size, alignment, f);
     if (!p) hk_unlock(&h->lock);
-    if (!p && shared) p = shared_elsewhere(&h, (unsigned)n, alignment, f);
+    if (!p && shared && !(p = shared_elsewhere(&h, (unsigned)n, alignment, f))) {
+      hk_lock(&(h = &sets[0])->lock);
+      if (!(p = jumbo_alloc(size, alignment, f))) hk_unlock(&h->lock);
+    }
     if (p) break;
     if (tries) {
       errno = ENOMEM;
@@ -863,7 +883,7 @@ static void free_locked(hk_region_t *r, void *p) {
  * lock. */
 static hk_huge_set_t *lock_set_of(const void *p, hk_region_t **r) {
   uintptr_t a = (uintptr_t)p;
-  if (a < HK_GRANULE || (a & (HK_UNIT_SIZE - 1)) || hk_class_map_lookup(p) != HK_MAP_HUGE) return NULL;
+  if (a < HK_UNIT_SIZE || (a & (HK_UNIT_SIZE - 1)) || hk_class_map_lookup(p) != HK_MAP_HUGE) return NULL;
   hk_huge_set_t *h = set_unlocked(region_of(p));
   if (!h) return NULL;
   hk_lock(&h->lock);
@@ -917,13 +937,13 @@ static bool shared_resize(hk_region_t *r, void *p, size_t size) {
  * the block was.  The header's 2 MiB stay out of the move: asking for huge
  * pages on the rest made them two mappings as far as the kernel knows. */
 static void *jumbo_resize(hk_region_t *r, size_t size) {
-  size_t total = r->offset + hk_align_up(size, hk_os_page_size());
-  uint8_t *body = (uint8_t *)r + HK_GRANULE;
+  size_t total = r->offset + hk_align_up(size, hk_os_page_size()), head = jumbo_head(r->offset, r->size);
+  uint8_t *body = (uint8_t *)r + head;
   /* the class map counts the units of the range grown into first, and
    * those of a range shrunk out of once it is gone */
   bool grows = total > r->size;
   if ((!grows || hk_class_map_reserve((uint8_t *)r + r->size, total - r->size)) &&
-      hk_os_remap(body, r->size - HK_GRANULE, total - HK_GRANULE, NULL)) {
+      hk_os_remap(body, r->size - head, total - head, NULL)) {
     if (!grows && total < r->size) hk_class_map_release((uint8_t *)r + total, r->size - total);
     r->size = total;
     return (uint8_t *)r + r->offset;
@@ -939,7 +959,7 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
   size_t old_size = r->size;
   uint8_t *old = (uint8_t *)r + r->offset;
   mark(old, 0);
-  if (!hk_os_remap(body, old_size - HK_GRANULE, total - HK_GRANULE, target + HK_GRANULE)) {
+  if (!hk_os_remap(body, old_size - head, total - head, target + head)) {
     mark(old, HK_MAP_HUGE);
     hk_class_map_release(target, total);
     hk_os_unmap(target, total);
@@ -948,11 +968,11 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
   /* The header is copied, not moved: had a second mremap failed, the body
    * would have had to go back to where it was, a hole by then, which
    * another thread's mapping may have taken. */
-  hk_os_advise_small(target, HK_GRANULE);
+  hk_os_advise_small(target, head);
   memcpy(target, r, offsetof(hk_region_t, run));  /* a jumbo region's: what follows serves shared ones */
   hk_class_map_set(r, 1, 0);
   hk_class_map_release(r, old_size);  /* the body's range went with mremap */
-  hk_os_unmap(r, HK_GRANULE);
+  hk_os_unmap(r, head);
   r = (hk_region_t *)target;
   r->magic = HK_REGION_MAGIC ^ (uintptr_t)r;
   r->size = total;
@@ -1045,8 +1065,8 @@ size_t hk_huge_nonresident(void) {
 }
 
 /* A tick (HK_PURGE_DUE: what was dirty a tick ago) or all (HK_PURGE_ALL) of
- * set h; its empty regions are unmapped once nothing of them waits, but the
- * first while *empty is 0 (it counts them).  Returns the bytes; *pending:
+ * set h; its empty regions are unmapped once nothing of them waits, but, in
+ * a tick, the first while *empty is 0 (it counts them).  Returns the bytes; *pending:
  * some wait for the next tick. */
 static size_t purge_set(hk_huge_set_t *h, int mode, unsigned *empty, bool *pending) {
   size_t bytes = 0;
@@ -1064,7 +1084,7 @@ static size_t purge_set(hk_huge_set_t *h, int mode, unsigned *empty, bool *pendi
       dirty_old |= r->dirty_old[k] != 0;
     }
     *pending |= dirty_old;
-    if (!region_empty(r) || (*empty)++ == 0 || dirty_old) continue;
+    if (!region_empty(r) || (mode != HK_PURGE_ALL && (*empty)++ == 0) || dirty_old) continue;
     hk_list_remove(&h->regions, r);
     region_unmap(r);
   }
@@ -1107,8 +1127,8 @@ size_t hk_huge_purge(int mode, size_t want) {
     return bytes;
   }
   /* a tick leaves each set an empty region, for its threads to take blocks
-   * from without a mapping; all of it leaves one in all (malloc_trim, and
-   * a malloc out of address space: the rest may be what it needs) */
+   * from without a mapping; all of it leaves none (malloc_trim, and a malloc
+   * out of address space: its 128 MiB may be what that needs) */
   bool pending = false;
   unsigned empty = 0;
   for (unsigned i = 0; i < HK_ARENAS; i++) {

@@ -54,36 +54,53 @@ static uint8_t *map_exactly(uintptr_t at, size_t size) {
   return p;
 }
 
+/* A mapping of `size` bytes at an aligned place at or below `top` (p +
+ * offset a multiple of `alignment`), trying places `step` apart going down;
+ * NULL if none of the first 4 096 is free. */
+static uint8_t *map_below(uintptr_t top, size_t size, size_t alignment, size_t offset, size_t step) {
+  if (top < size + alignment) return NULL;
+  uint8_t *p = NULL;
+  for (uintptr_t at = (top - size + offset) / alignment * alignment - offset, tries = 0;
+       !p && at >= alignment && tries < 4096; at = at >= step ? at - step : 0, tries++)
+    p = map_exactly(at, size);
+  return p;
+}
+
 /* A mapping of `size` bytes at p with p + offset a multiple of `alignment`,
  * below the ceiling.  Mappings come top-down, so the address just below the
  * last aligned one is usually free and aligned: try it first, then over-map
  * and trim (three calls instead of one).  When the kernel puts a mapping
  * above the ceiling (a window low in the address space, under an
  * address-space limit), aligned places below the ceiling are tried, going
- * down. */
+ * down; so they are where the limit leaves no room for the over-mapping
+ * (only `size` bytes of it: below the place the kernel finds for them, if
+ * there is no ceiling). */
 void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
   uintptr_t hint = atomic_load_explicit(&next_aligned_hint, memory_order_relaxed);
   uintptr_t step = hk_align_up(size, alignment);
   uint8_t *p = NULL;
   if (hint >= step) p = map_exactly((hint - step + offset) / alignment * alignment - offset, size);
-  if (!p) {
-    size_t over = size + alignment - HK_PAGE_SIZE;
-    if (over < size) return NULL;
-    uint8_t *raw = map_at(NULL, over, 0);
-    if (!raw) return NULL;
+  size_t over = size + alignment - HK_PAGE_SIZE;
+  if (over < size) return NULL;
+  uint8_t *raw = p ? NULL : map_at(NULL, over, 0);
+  if (raw) {
     p = (uint8_t *)hk_align_up((uintptr_t)raw + offset, alignment) - offset;
     if (p > raw) unmap_raw(raw, (size_t)(p - raw));
     if (raw + over > p + size) unmap_raw(p + size, (size_t)(raw + over - (p + size)));
     if ((uintptr_t)p + size > ceiling) {
       unmap_raw(p, size);
-      p = NULL;
-      if (size + alignment > ceiling) return NULL;
-      for (uintptr_t at = (ceiling - size + offset) / alignment * alignment - offset, tries = 0;
-           !p && at >= alignment && tries < 4096; at = at >= step ? at - step : 0, tries++)
-        p = map_exactly(at, size);
-      if (!p) return NULL;
+      p = map_below(ceiling, size, alignment, offset, step);
+    }
+  } else if (!p && ceiling != UINTPTR_MAX) {
+    p = map_below(ceiling, size, alignment, offset, step);
+  } else if (!p && (raw = map_at(NULL, size, 0))) {
+    p = ((uintptr_t)raw + offset) % alignment ? NULL : raw;
+    if (!p) {
+      unmap_raw(raw, size);
+      p = map_below((uintptr_t)raw + size, size, alignment, offset, step);
     }
   }
+  if (!p) return NULL;
   /* the next mapping of this size and alignment would fit just below */
   atomic_store_explicit(&next_aligned_hint, (uintptr_t)p, memory_order_relaxed);
   account_mapped(size);

@@ -370,9 +370,10 @@ size_t hk_superslab_block_of(const void *p, bool *live) {
 /* One arena's share of a tick (HK_PURGE_DUE: decommits the units free since
  * before the last tick and ages the rest) or of a trim (HK_PURGE_ALL: every
  * free unit); then unmaps the empty SuperSlabs beyond the warm pool whose
- * pages are gone.  Returns the bytes given back. */
+ * pages are gone (a trim: all of them, whose address space may be what a
+ * malloc under an address-space limit lacks).  Returns the bytes given back. */
 static size_t purge_arena(hk_arena_t *a, int mode) {
-  size_t bytes = 0;
+  size_t bytes = 0, pool = mode == HK_PURGE_ALL ? 0 : hk_opt.warm_pool_size;
   hk_superslab_t *lists[2] = {a->partial, a->empty};
   bool pending = false;
   for (int l = 0; l < 2; l++) {
@@ -385,7 +386,7 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
       pending |= ss->dirty_old != 0;
     }
   }
-  for (hk_superslab_t *ss = a->empty, *next; ss && a->nempty > hk_opt.warm_pool_size; ss = next) {
+  for (hk_superslab_t *ss = a->empty, *next; ss && a->nempty > pool; ss = next) {
     next = ss->next;
     if (ss->dirty_old) continue;
     hk_list_remove(&a->empty, ss);
@@ -409,7 +410,7 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
     hk_os_decommit((uint8_t *)ss + header, HK_UNIT_SIZE - header);
     ss->bare = true;
   }
-  if (pending || a->nempty > hk_opt.warm_pool_size) hk_purge_note();
+  if (pending || a->nempty > pool) hk_purge_note();
   return bytes;
 }
 

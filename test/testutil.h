@@ -478,28 +478,38 @@ static inline void run_on_own_stack(void *(*fn)(void *), void *arg) {
 /* The option a program given to run_self_under_as_limit() runs with. */
 #define UNDER_AS_LIMIT "--under-as-limit"
 
+typedef struct as_limited {
+  rlim_t limit;
+  const char *arg;  /* a second argument, or NULL */
+} as_limited_t;
+
 static inline void exec_self_under_as_limit_(void *arg) {
+  const as_limited_t *a = (const as_limited_t *)arg;
   struct rlimit lim;
-  char *const argv[] = {(char *)"self", (char *)UNDER_AS_LIMIT, NULL};
+  char *const argv[] = {(char *)"self", (char *)UNDER_AS_LIMIT, (char *)a->arg, NULL};
   CHECK(getrlimit(RLIMIT_AS, &lim) == 0);
-  lim.rlim_cur = *(const rlim_t *)arg;
+  lim.rlim_cur = a->limit;
   CHECK(setrlimit(RLIMIT_AS, &lim) == 0);
   execv("/proc/self/exe", argv);
   fprintf(stderr, "execv: %s\n", strerror(errno));
   _exit(127);
 }
 
-/* Runs this program again, with the argument UNDER_AS_LIMIT, under
- * RLIMIT_AS = limit set before exec, so that the limit holds from the
- * allocator's start-up on.  Fails, showing the program's stderr, unless it
- * exits 0 within timeout seconds. */
-static inline void run_self_under_as_limit(rlim_t limit, unsigned timeout) {
+/* Runs this program again, with the arguments UNDER_AS_LIMIT and `arg` (if
+ * not NULL), under RLIMIT_AS = limit set before exec, so that the limit
+ * holds from the allocator's start-up on.  Fails, showing the program's
+ * stderr, unless it exits 0 within timeout seconds; its stdout goes to ours. */
+static inline void run_self_under_as_limit_arg(rlim_t limit, const char *arg, unsigned timeout) {
   child_result_t res;
-  run_in_child(exec_self_under_as_limit_, &limit, timeout, &res);
+  as_limited_t a = {limit, arg};
+  run_in_child(exec_self_under_as_limit_, &a, timeout, &res);
   if (res.err[0]) fprintf(stderr, "stderr of the limited process:\n%s", res.err);
   CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0,
-            "the process started under RLIMIT_AS = %llu MiB %s",
-            (unsigned long long)(limit >> 20), describe_status(res.status));
+            "the process started under RLIMIT_AS = %llu MiB%s%s %s",
+            (unsigned long long)(limit >> 20), arg ? ", case " : "", arg ? arg : "", describe_status(res.status));
+}
+static inline void run_self_under_as_limit(rlim_t limit, unsigned timeout) {
+  run_self_under_as_limit_arg(limit, NULL, timeout);
 }
 
 /* ---- a queue of blocks between threads ------------------------------------ */

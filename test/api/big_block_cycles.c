@@ -26,15 +26,7 @@ static void *big(void) { return malloc((size_t)200 << 20); }
 static void *aligned_1g(void) { return aligned_alloc((size_t)1 << 30, 100); }
 static void *mid(void) { return malloc((size_t)3 << 20); }
 
-static void cycles(const char *what, alloc_fn fn, int n, bool trim) {
-  for (int i = 0; i < 50; i++) {  /* warm-up: whatever is made once */
-    void *p = fn();
-    CHECK(p != NULL);
-    ((volatile char *)p)[0] = 1;
-    free(p);
-    if (trim) malloc_trim(0);
-  }
-  size_t rss0 = proc_status_kib("VmRSS"), maps0 = mappings();
+static void run(alloc_fn fn, int n, bool trim) {
   for (int i = 0; i < n; i++) {
     void *p = fn();
     CHECK(p != NULL);
@@ -42,6 +34,12 @@ static void cycles(const char *what, alloc_fn fn, int n, bool trim) {
     free(p);
     if (trim) malloc_trim(0);
   }
+}
+
+static void cycles(const char *what, alloc_fn fn, int n, bool trim) {
+  run(fn, 50, trim);  /* warm-up: whatever is made once */
+  size_t rss0 = proc_status_kib("VmRSS"), maps0 = mappings();
+  run(fn, n, trim);
   size_t rss1 = proc_status_kib("VmRSS"), maps1 = mappings();
   printf("  %d cycles of %s: RSS %zu -> %zu KiB, mappings %zu -> %zu\n", n, what, rss0, rss1, maps0, maps1);
   CHECK_MSG(rss1 < rss0 + 2048, "RSS grew by %zu KiB", rss1 - rss0);
