@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from hakbench import (allocators, callgrind, charts, interleaved, latency, machine, memreturn, report, runner,
                       stats, suite)
 from hakbench.allocators import BASELINE
+from hakbench.runner import tail
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CALLGRIND_ARGS = ("2000000", "400", "1")
@@ -46,10 +47,6 @@ class Progress:
     def close(self):
         if self.tty:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
-
-
-def tail(text, n=5):
-    return "\n".join("    " + line for line in text.strip().splitlines()[-n:])
 
 
 def program(build, bench):

@@ -7,6 +7,7 @@ allocator built as a shared object can run, under a name of the user's
 (--allocators NAME=PATH)."""
 
 import datetime
+import glob
 import hashlib
 import os
 import re
@@ -70,7 +71,7 @@ TOOLS = {
 # inherits, so that a stray HAKMEM_PROFILE or MIMALLOC_ARENA_EAGER_COMMIT in
 # the shell cannot change one contender unseen (an allocator's own settings
 # and a run's extra variables set them on purpose).
-TUNING = re.compile(r"(?!HAKMEM_NO_APT$|HAKMEM_TEST_)((HAKMEM|MIMALLOC|TCMALLOC|MALLOC|JE_MALLOC)_|GLIBC_TUNABLES$)")
+TUNING = re.compile(r"(?!HAKMEM_NO_APT$|HAKMEM_PEERS$|HAKMEM_TEST_)((HAKMEM|MIMALLOC|TCMALLOC|MALLOC|JE_MALLOC)_|GLIBC_TUNABLES$)")
 
 
 def inherited_tuning():
@@ -136,16 +137,43 @@ def from_path(name, path):
     return Allocator(name, path, origin=_describe_file(path, soname))
 
 
+# Releases of a peer built from source, newer than Debian's (mimalloc 2.4.1
+# and 3.4.3 beside Debian 12's 2.0.9), each in PEERS_DIR/NAME-VERSION/build/:
+# run under NAME-VERSION by that name alone, as if given by path.
+PEERS_DIR = os.environ.get("HAKMEM_PEERS", "/tmp/peers")
+BUILT = {"mimalloc": "libmimalloc.so"}
+
+
+def built_peers():
+    """{name: path} of the peers built from source under PEERS_DIR, oldest
+    version first: {"mimalloc-2.4.1": ".../mimalloc-2.4.1/build/libmimalloc.so", ...}."""
+    found = {}
+    for peer, lib in BUILT.items():
+        for path in glob.glob(os.path.join(PEERS_DIR, f"{peer}-*", "build", lib)):
+            found[os.path.basename(os.path.dirname(os.path.dirname(path)))] = path
+
+    def version(name):
+        return [int(x) if x.isdigit() else 0 for x in re.split(r"[.-]", name.partition("-")[2])]
+
+    return dict(sorted(found.items(), key=lambda item: (item[0].partition("-")[0], version(item[0]))))
+
+
 def parse(specs):
-    """The --allocators list: names of built-in allocators and NAME=PATH
-    entries, in the order given.  Returns a list of names (built-in) and
-    Allocators (given by path); raises ValueError on a bad entry."""
-    out, seen = [], set()
+    """The --allocators list: names of built-in allocators, of peers built
+    from source (built_peers) and NAME=PATH entries, in the order given.
+    Returns a list of names (built-in) and Allocators (given by path or
+    built from source); raises ValueError on a bad entry."""
+    out, seen, built = [], set(), None
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep and name not in ORDER and not profile_of(name):
-            raise ValueError(f"unknown allocator {name}; known: {', '.join(ORDER)}, "
-                             f"{', '.join('hakmem-' + p for p in PROFILES)}, or NAME=PATH to a shared object")
+            built = built_peers() if built is None else built
+            if name not in built:
+                raise ValueError(f"unknown allocator {name}; known: {', '.join(ORDER)}, "
+                                 f"{', '.join('hakmem-' + p for p in PROFILES)}, "
+                                 + "".join(f"{n}, " for n in built)
+                                 + f"or NAME=PATH to a shared object (built peers are looked for in {PEERS_DIR})")
+            sep, path = "=", built[name]
         if name in seen:
             raise ValueError(f"{name} is given twice")
         seen.add(name)
@@ -197,16 +225,17 @@ def apt_install(packages):
     )
 
 
-def prepare(specs, hakmem_so, tools=()):
+def prepare(specs, hakmem_so, tools=(), packages=()):
     """The allocators of `specs` (from parse) that can run here, in the
-    order given, after installing the missing peers and tools in one
+    order given, after installing the missing peers and tools, and the
+    Debian `packages` given (the programs to run, where missing), in one
     apt-get; says on stderr what it skips.  Returns (allocators, set of the
     tools available)."""
     if inherited_tuning():
         note(f"left out of every run's environment: {' '.join(inherited_tuning())} (allocator settings)")
     names = [s for s in specs if isinstance(s, str)]
     missing = [PEERS[n][0] for n in names if n in PEERS and not _find_library(*PEERS[n])]
-    missing += [TOOLS[t][0] for t in tools if not shutil.which(t)]
+    missing += [TOOLS[t][0] for t in tools if not shutil.which(t)] + list(packages)
     if missing and not apt_install(missing):
         note(f"could not install {' '.join(missing)} (needs root and apt-get, and HAKMEM_NO_APT unset)")
 

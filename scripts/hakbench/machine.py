@@ -36,11 +36,12 @@ def _compiler():
     return r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else "unknown"
 
 
-def describe(root, allocs=(), head=None):
+def describe(root, allocs=(), head=None, packages=()):
     """(label, value) pairs, in the order a report lists them: the machine,
     the peers' packages, hakmem's commit (`head` if given: taken before a
-    report rewrites files of the work tree), and the file of each allocator
-    of `allocs` given by path."""
+    report rewrites files of the work tree), the file of each allocator
+    of `allocs` given by path, and the version of each Debian package of
+    `packages` (the programs a report ran)."""
     info = [
         ("CPU", _cpu_model()),
         ("cores", str(os.cpu_count())),
@@ -52,4 +53,5 @@ def describe(root, allocs=(), head=None):
         info.append((name, f"{package} {allocators.package_version(package) or 'not installed'}"))
     info.append(("hakmem commit", head or commit(root)))
     info += [(a.name, a.origin) for a in allocs if a.origin]
+    info += [(package, allocators.package_version(package) or "not installed") for package in packages]
     return info

@@ -21,13 +21,18 @@ UNPINNED = "unpinned"
 
 
 def cpu_cell(cpu):
-    """The `cpu` column: the CPU a run was pinned to, or UNPINNED."""
+    """The `cpu` column: the CPU a run was pinned to ("0,1" for several), or UNPINNED."""
+    if isinstance(cpu, tuple):
+        return ",".join(map(str, cpu))
     return UNPINNED if cpu is None else cpu
 
 
 def pinning(cell):
-    """How a run ran, from its CPU or cpu cell: "pinned to CPU 1" or "unpinned"."""
-    return UNPINNED if cell in (None, UNPINNED) else f"pinned to CPU {cell}"
+    """How a run ran, from its CPU or cpu cell: "pinned to CPU 1", "pinned to CPUs 0,1" or "unpinned"."""
+    if cell in (None, UNPINNED):
+        return UNPINNED
+    cell = cpu_cell(cell)
+    return f"pinned to CPU{'s' * (',' in str(cell))} {cell}"
 
 
 def si(x):
@@ -40,11 +45,11 @@ def si(x):
     return f"{x:.3g}"
 
 
-def _num(x, fmt):
+def num(x, fmt):
     return "-" if x is None else format(x, fmt)
 
 
-def _mib(kb):
+def mib(kb):
     return None if kb is None else kb / 1024
 
 
@@ -53,12 +58,12 @@ def _cells(row):
     return {
         "median ops/s": si(row["median_ops_per_sec"]),
         "mean ops/s": si(row["mean_ops_per_sec"]),
-        "CV %": _num(row["cv_pct"], ".1f"),
-        f"vs {BASELINE}": _num(row[RATIO], ".3f"),
-        "wall s": _num(row["median_wall_s"], ".3f"),
-        "RSS MiB": _num(_mib(row["median_maxrss_kb"]), ".1f"),
+        "CV %": num(row["cv_pct"], ".1f"),
+        f"vs {BASELINE}": num(row[RATIO], ".3f"),
+        "wall s": num(row["median_wall_s"], ".3f"),
+        "RSS MiB": num(mib(row["median_maxrss_kb"]), ".1f"),
         "minflt": si(row["median_minflt"]),
-        **{c: _num(row[c], "d") for c in OS_CALLS},
+        **{c: num(row[c], "d") for c in OS_CALLS},
         "failed": str(row["failed"] or ""),
     }
 
@@ -66,9 +71,11 @@ def _cells(row):
 TERMINAL = ("median ops/s", f"vs {BASELINE}", "CV %", "RSS MiB", "minflt", "mmap", "munmap", "madvise", "failed")
 
 
-def terminal_table(rows):
-    header = ("benchmark", "allocator", *TERMINAL)
-    lines = [header] + [(r["bench"], r["allocator"], *(_cells(r)[c] for c in TERMINAL)) for r in rows]
+def terminal_table(rows, columns=TERMINAL, cells=_cells, first="benchmark"):
+    """One line per row: its benchmark (the `first` column), its allocator,
+    and the `columns` of cells(row), a blank line between benchmarks."""
+    header = (first, "allocator", *columns)
+    lines = [header] + [(r["bench"], r["allocator"], *(cells(r)[c] for c in columns)) for r in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
 
     def fmt(line):
@@ -102,7 +109,10 @@ def write_csv(path, columns, rows):
 MARKDOWN = ("median ops/s", "mean ops/s", "CV %", f"vs {BASELINE}", "wall s", "RSS MiB", "minflt", *OS_CALLS)
 
 
-def markdown(title, machine, method, rows, charts, failures):
+def markdown(title, machine, method, rows, charts, failures, columns=MARKDOWN, cells=_cells, notes=None):
+    """report.md: the machine, the method, the charts, a table per
+    benchmark (the `columns` of cells(row) of each allocator; under it
+    notes(group) if given, lines about the benchmark's rows), the failures."""
     md = [f"# {title}", "", "## Machine", ""]
     md += [f"- {label}: {value}" for label, value in machine]
     md += ["", "## Method", "", method, ""]
@@ -111,12 +121,13 @@ def markdown(title, machine, method, rows, charts, failures):
     for bench in dict.fromkeys(r["bench"] for r in rows):
         group = [r for r in rows if r["bench"] == bench]
         md += [f"## {bench}", "", f"`{group[0]['command']}`", ""]
-        md.append("| allocator | " + " | ".join(MARKDOWN) + " |")
-        md.append("|---|" + "---:|" * len(MARKDOWN))
+        md.append("| allocator | " + " | ".join(columns) + " |")
+        md.append("|---|" + "---:|" * len(columns))
         for r in group:
-            cells = _cells(r)
-            md.append(f"| {r['allocator']} | " + " | ".join(cells[c] for c in MARKDOWN) + " |")
-        md += [f"\n{r['allocator']}'s own count: {r['hakmem_os_stats']}" for r in group if r["hakmem_os_stats"]]
+            figures = cells(r)
+            md.append(f"| {r['allocator']} | " + " | ".join(figures[c] for c in columns) + " |")
+        md += [f"\n{r['allocator']}'s own count: {r['hakmem_os_stats']}" for r in group if r.get("hakmem_os_stats")]
+        md += [f"\n{line}" for line in (notes(group) if notes else ())]
         md.append("")
     if failures:
         md += ["## Failures", ""] + [f"- {f}" for f in failures] + [""]

@@ -94,3 +94,48 @@ def percentile(values, q):
     if not values:
         return None
     return values[max(1, math.ceil(q * len(values))) - 1]
+
+
+def iqr(values):
+    """The interquartile range of `values` (the quartiles interpolated
+    between the values, as statistics.quantiles' "inclusive" method); 0 for
+    a single value, None for none."""
+    values = list(values)
+    if len(values) < 2:
+        return 0.0 if values else None
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q3 - q1
+
+
+@dataclass(frozen=True)
+class MedianInterval:
+    low: float
+    high: float
+    confidence: float  # the probability that it holds the true median
+
+    def resolution(self, median):
+        """Half its width relative to the median, in %: the smallest
+        difference between two contenders' medians it resolves."""
+        return 100.0 * (self.high - self.low) / 2 / median if median else None
+
+
+def median_interval(values, confidence=0.9):
+    """A distribution-free confidence interval of the median of `values`:
+    the k-th smallest to the k-th largest, for the largest k whose interval
+    holds the median with at least `confidence` (for a continuous
+    distribution, the count of values below the median is binomial(n, 1/2)),
+    else the least and the most; None for fewer than two values.  With 5
+    values: the least to the most, at 94 %; with 10: the 2nd to the 9th, at
+    98 %; with 15: the 4th to the 12th, at 96 %."""
+    values = sorted(values)
+    n = len(values)
+    if n < 2:
+        return None
+
+    def coverage(k):
+        return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+
+    k = 1
+    while k + 1 <= n // 2 and coverage(k + 1) >= confidence:
+        k += 1
+    return MedianInterval(values[k - 1], values[n - k], coverage(k))
