@@ -9,6 +9,11 @@
 #   make bench-smoke                   every benchmark once, tiny, hakmem and glibc
 #   make bench-callgrind               instructions per random_mixed iteration
 #   make bench-threads [ROUNDS=3]      larson, prodcons, thread_churn at 2-64 threads
+#   make bench-apps [ROUNDS=5] [QUICK=1] [APPS=sqlite3,rocksdb] [NO_STRACE=1]
+#                                      real programs of Debian's packages (RocksDB's db_bench
+#                                      and cache_bench, sqlite3, CPython, gcc, memcached), which
+#                                      it installs; ALLOCATORS as for bench, by default bench's
+#                                      and the mimalloc releases built under /tmp/peers
 #   make ab A=main B=HEAD              A/B of two refs on random_mixed
 #   make soak DURATION=300 EPOCH=1 ALLOCATORS=hakmem,mimalloc [BENCH=larson]
 #                                      one long run per allocator, two side by side
@@ -34,12 +39,19 @@ SOAK_OPTS = --build $(BUILD) \
   $(if $(BENCH),--bench $(BENCH)) \
   $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
+APPS_OPTS = --build $(BUILD) \
+  $(if $(filter-out 0,$(QUICK)),--quick) \
+  $(if $(ROUNDS),--rounds $(ROUNDS)) \
+  $(if $(APPS),--apps $(APPS)) \
+  $(if $(filter-out 0,$(NO_STRACE)),--no-strace) \
+  $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
+
 SCORECARD_OPTS = --build $(BUILD) \
   $(if $(filter-out 0,$(QUICK)),--quick) \
   $(if $(RUNS),--runs $(RUNS)) \
   $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
-.PHONY: bench-programs bench-python bench-smoke bench-callgrind bench-threads ab soak scorecard
+.PHONY: bench-programs bench-python bench-smoke bench-callgrind bench-threads bench-apps ab soak scorecard
 
 bench-programs: $(BENCH_BINS)
 
@@ -75,6 +87,11 @@ bench-callgrind: lib bench-programs bench-python
 
 bench-threads: lib bench-programs bench-python
 	$(PYTHON) scripts/many-threads --build $(BUILD) $(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
+
+# The programs' Debian packages are installed by scripts/bench-apps, as the
+# peers are by scripts/bench.py.
+bench-apps: lib bench-python
+	$(PYTHON) scripts/bench-apps $(APPS_OPTS)
 
 ab: bench-python
 	$(PYTHON) scripts/ab --build $(BUILD) --refs $(or $(A),main) $(or $(B),HEAD) $(if $(RUNS),--runs $(RUNS))
