@@ -71,7 +71,8 @@ TOOLS = {
 # inherits, so that a stray HAKMEM_PROFILE or MIMALLOC_ARENA_EAGER_COMMIT in
 # the shell cannot change one contender unseen (an allocator's own settings
 # and a run's extra variables set them on purpose).
-TUNING = re.compile(r"(?!HAKMEM_NO_APT$|HAKMEM_PEERS$|HAKMEM_TEST_)((HAKMEM|MIMALLOC|TCMALLOC|MALLOC|JE_MALLOC)_|GLIBC_TUNABLES$)")
+TUNING = re.compile(r"(?!HAKMEM_NO_APT$|HAKMEM_PEERS$|HAKMEM_TEST_)"
+                    r"((HAKMEM|MIMALLOC|TCMALLOC|MALLOC|JE_MALLOC)_|GLIBC_TUNABLES$)")
 
 
 def inherited_tuning():

@@ -43,8 +43,10 @@ def _items_sql(path, rows):
                 "SELECT count(*) FROM items WHERE name LIKE '%ab%';\n"
                 "SELECT count(*), sum(length(note)) FROM items WHERE note LIKE 'nnnnnnnnnn%' AND name LIKE 'item-f%';\n"
                 "UPDATE items SET price = price * 1.1, note = note || '+' WHERE grp % 7 = 0;\n"
-                "SELECT grp, count(*), round(sum(price), 2), max(name) FROM items GROUP BY grp ORDER BY 3 DESC LIMIT 5;\n"
-                "SELECT substr(name, 6, 2) AS p, count(*), avg(length(note)) FROM items GROUP BY p ORDER BY p LIMIT 5;\n")
+                "SELECT grp, count(*), round(sum(price), 2), max(name) FROM items GROUP BY grp\n"
+                "  ORDER BY 3 DESC LIMIT 5;\n"
+                "SELECT substr(name, 6, 2) AS p, count(*), avg(length(note)) FROM items GROUP BY p\n"
+                "  ORDER BY p LIMIT 5;\n")
 
 
 @dataclass(frozen=True)
