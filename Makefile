@@ -53,15 +53,16 @@ LIB_DEFAULT_CFLAGS := -O2 -g -fno-plt -fno-stack-protector $(WARN)
 # treated as builtins, since this is where they are defined.
 LIB_REQUIRED_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden -fno-semantic-interposition \
                -ftls-model=initial-exec -fexceptions \
-               -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free
-LIB_CFLAGS  := -Iinclude $(VARIANT_DEF_$(VARIANT)) $(LIB_DEFAULT_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
+               -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
+               -Werror=implicit-function-declaration
+LIB_CFLAGS  := -Iinclude -Isrc $(VARIANT_DEF_$(VARIANT)) $(LIB_DEFAULT_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
                $(LIB_REQUIRED_CFLAGS) $(EXTRA_CFLAGS)
 LIB_LDFLAGS := -shared -Wl,-soname,$(SONAME) -Wl,-z,now $(LDFLAGS)
 
-LIB_SRCS     := $(wildcard src/*.c)
+LIB_SRCS     := $(wildcard src/*/*.c)
 OBJDIR       := $(BUILD)/obj-$(VARIANT)
 LIB_OBJS     := $(LIB_SRCS:src/%.c=$(OBJDIR)/%.o)
-LIB_HDRS     := $(wildcard src/*.h) include/hakmem.h
+LIB_HDRS     := $(wildcard src/*/*.h) include/hakmem.h
 
 # The library file, its soname link (what programs load) and the link the
 # linker's -lhakmem and LD_PRELOAD=build/libhakmem.so find.
@@ -92,6 +93,7 @@ $(OBJDIR)/flags: FORCE | $(OBJDIR)
 	@$(call update_if_changed,$@)
 
 $(OBJDIR)/%.o: src/%.c $(LIB_HDRS) $(OBJDIR)/flags Makefile
+	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 
 $(LIBSO_FILE): $(LIB_OBJS) $(OBJDIR)/flags
@@ -137,4 +139,5 @@ FORCE:
 
 include dist/dist.mk
 -include test/test.mk
+-include test/arm64.mk
 -include bench/bench.mk

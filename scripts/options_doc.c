@@ -4,7 +4,7 @@
  * Built and run by `make readme-options`, which puts the table between the
  * README's `<!-- options:begin -->` and `<!-- options:end -->` lines. */
 #include <stdio.h>
-#include "internal.h"
+#include "base/base.h"
 
 /* What the option accepts: the names, or the range a value must be in. */
 static void print_values(const hk_option_t *o) {

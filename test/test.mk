@@ -24,7 +24,7 @@
 #   test/hardened/X.c   the hardened library only: $(BUILD)/test/hardened/X,
 #                       linked with libhakmem-hardened.a
 #   test/unit/X.c       internals: $(BUILD)/test/unit/X, compiled with -Isrc
-#                       (#include "internal.h") and linked with every object
+#                       (#include "api/api.h") and linked with every object
 #                       file of the library
 #   test/fuzz/X.c       a libFuzzer target, $(BUILD)/test/fuzz/X (clang), with
 #                       its seeds in test/fuzz/corpus/X/
@@ -159,9 +159,10 @@ test-clean:
 # ---- how a test program is built ----
 # Each rule removes its target first: a program that no longer builds must
 # not leave a stale binary behind for the runner.  The compiler follows the
-# source's language; unit tests see the library's internal headers.
+# source's language; unit tests and hakmem-only ones see the library's
+# internal headers.
 test_compile = $(if $(filter %.cpp,$<),$(CXX) $(TEST_CXXFLAGS),$(CC) $(TEST_CFLAGS)) \
-               $(if $(filter test/unit/%,$<),-Isrc)
+               $(if $(filter test/unit/% test/hakmem/%,$<),-Isrc)
 # Linking libhakmem.a: its malloc replaces libc's; -rdynamic lets the tests
 # see with dlsym/dladdr that it does.  Unit tests take every object file.
 test_whole_archive = -Wl,--whole-archive $(1) -Wl,--no-whole-archive

@@ -20,7 +20,7 @@
 #include "testutil.h"
 
 #define MIB ((size_t)1 << 20)
-#define REGION ((uintptr_t)128 << 20)   /* src/internal.h HK_REGION_SIZE */
+#define REGION ((uintptr_t)128 << 20)   /* src/base/base.h HK_REGION_SIZE */
 #define HEADER ((uintptr_t)2 << 20)     /* a region's header: blocks start past it */
 
 typedef struct job {

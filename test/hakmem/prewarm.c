@@ -5,7 +5,7 @@
  * allocation on, capped at the class's capacity; lean mode never prewarms. */
 #include "testutil.h"
 
-#include "../../src/internal.h"
+#include "api/api.h"
 
 static const size_t sizes[] = {16, 32, 48, 64, 100, 1000, 2048, 4096};
 enum { NSIZES = sizeof sizes / sizeof sizes[0] };

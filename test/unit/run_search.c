@@ -3,7 +3,7 @@
  * HK_REGION_UNITS units: the fewest cold units first, then the shortest
  * stretch of free units, then the nearest to a stretch's end, looking at
  * nothing past the units ever touched.  hk_find_run
- * (src/internal.h) places slabs in SuperSlabs: the fewest cold units, the
+ * (src/base/base.h) places slabs in SuperSlabs: the fewest cold units, the
  * lowest start for one unit and the highest for more.  Both only at allowed
  * starts, -1 when nothing fits. */
 #include "unit.h"

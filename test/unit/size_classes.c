@@ -2,7 +2,7 @@
 /* Size classes (src/size_class.c): every size from 1 to HK_CLASS_MAX maps to
  * the smallest class that holds it, and the fast path's table agrees with
  * the arithmetic for every size it serves; class sizes increase strictly in
- * steps that bound the rounding loss as internal.h says; each class's slab
+ * steps that bound the rounding loss as base/base.h says; each class's slab
  * geometry and thread-cache sizing follow the rules size_class.c states. */
 #include "unit.h"
 

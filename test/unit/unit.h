@@ -13,7 +13,7 @@
 #ifndef HAKMEM_TEST_UNIT_H
 #define HAKMEM_TEST_UNIT_H
 
-#include "internal.h"
+#include "api/api.h"
 #include "testutil.h"
 
 typedef struct unit_case {

@@ -28,7 +28,7 @@
  * as fast with the spares, at the same peak. */
 #define _GNU_SOURCE
 #include <sched.h>
-#include "internal.h"
+#include "slab/slab.h"
 
 typedef struct hk_batch {
   void *head;
@@ -241,18 +241,18 @@ static bool purge_spares(unsigned cls, int mode);
  * kept whatever the demand, 16 MiB of them had raised the peak of
  * mixed_large (one thread, blocks up to 1 MiB) by 14 MiB, and of
  * thread_churn by 15. */
-void *hk_central_take_large(unsigned cls, bool *zero) {
+void *hk_central_take_large(unsigned cls, unsigned arena, bool *zero) {
   void *p;
   if (hk_class_in_regions(cls)) {
-    p = hk_huge_take_class(cls, zero);
+    p = hk_huge_take_class(cls, arena, zero);
   } else if ((p = take_spare(cls))) {
     *zero = false;
     return p;
   } else if (!atomic_load_explicit(&spare_bytes, memory_order_relaxed)) {
-    p = hk_large_take(cls, false, zero);
-  } else if (!(p = hk_large_take(cls, true, zero))) {
+    p = hk_large_take(cls, arena, false, zero);
+  } else if (!(p = hk_large_take(cls, arena, true, zero))) {
     for_spare_classes(c) purge_spares(c, HK_PURGE_ALL);
-    p = hk_large_take(cls, false, zero);
+    p = hk_large_take(cls, arena, false, zero);
   }
   if (p) {
     atomic_fetch_add_explicit(&large_counts[cls].slabs, 1, memory_order_relaxed);
@@ -261,7 +261,7 @@ void *hk_central_take_large(unsigned cls, bool *zero) {
   return p;
 }
 
-unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void **parker, bool producer) {
+unsigned hk_central_take(unsigned cls, unsigned arena, unsigned want, void **chain, const void **parker, bool producer) {
   hk_assert(!hk_class_is_large(cls), "a large class in the central cache");
   *parker = NULL;
   /* This CPU's batches first, then any other's, before the slabs. */
@@ -284,7 +284,7 @@ unsigned hk_central_take(unsigned cls, unsigned want, void **chain, const void *
     hk_slab_t *s = c->partial;
     if (!s) {
       bool zero;  /* blocks are marked as they are carved */
-      s = hk_slab_new(cls, false, &zero);
+      s = hk_slab_new(cls, arena, false, &zero);
       if (!s) break;
       hk_list_push(&c->partial, s);
       c->nempty++;

@@ -3,7 +3,7 @@
  * the standard names that replace the C library's allocator. */
 #include <malloc.h>
 #include <stdlib.h>
-#include "internal.h"
+#include "api/api.h"
 
 #define HK_STR2(x) #x
 #define HK_STR(x) HK_STR2(x)

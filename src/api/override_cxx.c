@@ -10,7 +10,7 @@
  * Names are for LP64 targets (size_t mangles as 'm'). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include "internal.h"
+#include "api/api.h"
 
 #ifndef HAK_NO_OVERRIDE
 typedef void (*hk_new_handler_t)(void);

@@ -15,7 +15,7 @@
  * are spread over the arenas, and a slab goes back to the arena of its
  * SuperSlab, so threads creating and giving back slabs (a large block is one)
  * seldom meet on a lock. */
-#include "internal.h"
+#include "region/region.h"
 
 typedef struct hk_arena {
   pthread_mutex_t lock;
@@ -242,21 +242,21 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool
   ss->dirty_old &= ~bits;
   ss->stale &= ~bits;
   if (reused) hk_resident_add(&a->resident, -(ptrdiff_t)units_bytes(reused));
-  if (reused != bits) hk_purge_fresh(units_bytes(bits & ~reused));
+  if (reused != bits) hk_fresh_taken(units_bytes(bits & ~reused));
   if (ss->used == ~0ull) hk_list_remove(&a->partial, ss);
   return ss;
 }
 
-hk_slab_t *hk_slab_new(unsigned cls, bool warm, bool *zero) {
+hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, bool warm, bool *zero) {
   const hk_class_info_t *ci = &hk_classes[cls];
-  hk_arena_t *a = &arenas[hk_tc.arena];
+  hk_arena_t *a = &arenas[arena];
   int unit;
   hk_lock(&a->lock);
   hk_superslab_t *ss = take_units(a, ci->units, &unit, false, warm, zero);
   hk_unlock(&a->lock);
   /* Before the process grows: free units of the other arenas. */
   for (unsigned i = 1, n = used_arenas(); !ss && i < n; i++) {
-    hk_arena_t *other = &arenas[(hk_tc.arena + i) % n];
+    hk_arena_t *other = &arenas[(arena + i) % n];
     hk_lock(&other->lock);
     ss = take_units(other, ci->units, &unit, false, warm, zero);
     hk_unlock(&other->lock);
@@ -325,8 +325,8 @@ void hk_slab_release(hk_slab_t *slab) {
 
 /* A large block: the only block of a new slab, not touched here; with
  * `warm`, only on free units still resident, else NULL. */
-void *hk_large_take(unsigned cls, bool warm, bool *zero) {
-  hk_slab_t *s = hk_slab_new(cls, warm, zero);
+void *hk_large_take(unsigned cls, unsigned arena, bool warm, bool *zero) {
+  hk_slab_t *s = hk_slab_new(cls, arena, warm, zero);
   if (!s) return NULL;
   s->carved = 1;
   return s->start;

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include "internal.h"
+#include "thread/thread.h"
 
 const uint64_t hk_list_end[2] __attribute__((aligned(16))) = {0, 2};
 /* Every list starts empty: at HK_END, which a new thread's copy of this
@@ -48,7 +48,7 @@ static void note_out(hk_tcache_t *tc, ptrdiff_t bytes) {
   tc->out_pending = pending;
   if (pending > HK_STATS_STEP || pending < -HK_STATS_SLACK || tc->state != HK_TC_ACTIVE) {
     tc->out_pending = 0;  /* before: a fork child counts a thread stopped here at most once */
-    hk_stats_out(pending);
+    hk_out_add(pending);
   }
 }
 
@@ -64,22 +64,12 @@ static bool give(hk_tcache_t *tc, unsigned cls, void *chain, unsigned count) {
  * whose list of the class never overflowed is a producer of it. */
 static unsigned take(hk_tcache_t *tc, unsigned cls, unsigned want, void **chain) {
   const void *parker;
-  unsigned n = hk_central_take(cls, want, chain, &parker, tc->front[cls].overflows == 0);
+  unsigned n = hk_central_take(cls, tc->arena, want, chain, &parker, tc->front[cls].overflows == 0);
   hk_front_t *f = &tc->front[cls];
   f->moved += n;
   f->parked_hits += parker != NULL;
   if (parker && parker != tc) f->from_others += n;
   note_out(tc, (ptrdiff_t)((size_t)n * hk_classes[cls].size));
-  return n;
-}
-
-/* take, and out of address space or memory, what malloc_trim does (it may
- * free what the first try lacked even where nothing goes back to the OS:
- * parked blocks sent home empty slabs) and one more try; 0, errno ENOMEM,
- * if that fails too. */
-static unsigned take_or_trim(hk_tcache_t *tc, unsigned cls, unsigned want, void **chain) {
-  unsigned n = take(tc, cls, want, chain);
-  if (hk_unlikely(n == 0) && (hk_purge_all(), !(n = take(tc, cls, want, chain)))) errno = ENOMEM;
   return n;
 }
 
@@ -117,15 +107,11 @@ static void *next_free(void *b, unsigned cls) {
  * new one is not touched: its page faults are the program's first writes,
  * not this call's (malloc's tail: `latency thread_churn`).  Memory that may
  * hold old data has its mark cleared (a block marked free in the program's
- * hands would read as freed to realloc).  Out of memory, what is free goes
- * back and it tries once more. */
+ * hands would read as freed to realloc). */
 static void *take_large(hk_tcache_t *tc, unsigned cls) {
   bool zero;
-  void *p = hk_central_take_large(cls, &zero);
-  if (hk_unlikely(!p) && (hk_purge_all(), !(p = hk_central_take_large(cls, &zero)))) {  /* as take_or_trim */
-    errno = ENOMEM;
-    return NULL;
-  }
+  void *p = hk_central_take_large(cls, tc->arena, &zero);
+  if (hk_unlikely(!p)) return NULL;
   tc->front[cls].moved++;
   note_out(tc, (ptrdiff_t)hk_classes[cls].size);
   if (HAK_HARDENED || !zero) hk_block_out(p, cls);  /* the hardened canary: at the end, not in calloc's bytes */
@@ -137,7 +123,7 @@ static void *take_large(hk_tcache_t *tc, unsigned cls) {
 static void *alloc_uncached(hk_tcache_t *tc, unsigned cls) {
   if (hk_class_is_large(cls)) return take_large(tc, cls);
   void *chain;
-  unsigned n = take_or_trim(tc, cls, 1, &chain);
+  unsigned n = take(tc, cls, 1, &chain);
   if (hk_unlikely(n == 0)) return NULL;
   void *p = hand_out(chain, cls);
   if (n > 1) give(tc, cls, hk_next(p), n - 1);
@@ -158,22 +144,15 @@ static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
   tc->front[cls].misses++;
   if (hk_class_is_large(cls) && tc->large_misses < UINT32_MAX) tc->large_misses++;
   set_cap(tc, cls, hk_min(tc->cap[cls] * 2, (int)hk_classes[cls].cap));
-  if (hk_class_is_large(cls)) {
-    void *p = take_large(tc, cls);
-    hk_purge_poll();
-    return p;
-  }
+  if (hk_class_is_large(cls)) return take_large(tc, cls);
   void *chain;
   unsigned want = hk_min(hk_classes[cls].batch, (unsigned)tc->cap[cls] + 1);
-  unsigned n = take_or_trim(tc, cls, want, &chain);
+  unsigned n = take(tc, cls, want, &chain);
   void *p = n ? hand_out(chain, cls) : NULL;
   if (p) {
     tc->head[cls] = hk_next(p);
     tc->room[cls] = (int16_t)(tc->room[cls] - (int)(n - 1));
   }
-  /* Only with the list in place: starting the purger thread allocates (the
-   * new thread's TLS), maybe from this class. */
-  hk_purge_poll();
   return p;
 }
 
@@ -196,12 +175,6 @@ static void tcache_fill(hk_tcache_t *tc, unsigned cls, unsigned n) {
 void *hk_malloc_class(unsigned cls) {
   void *p = hk_tcache_pop(cls);
   return hk_likely(p != NULL) ? p : tcache_refill(&hk_tc, cls);
-}
-
-void *hk_malloc_slow(size_t size) {
-  if (hk_unlikely(size > HK_SMALL_MAX)) return hk_huge_alloc(size, 16, false);
-  hk_process_init();
-  return hk_malloc_class(hk_size_to_class(size + HK_CANARY));
 }
 
 static atomic_uint live_threads;  /* threads with an active cache */
@@ -260,7 +233,7 @@ static int freer_cap(unsigned cls) {
  * likeliest to be in cache, and give the rest to the central cache.  A large
  * block stays while the thread's large blocks fit its budget; past that its
  * class's list goes back. */
-void hk_free_overflow(void *p) {
+void hk_tcache_overflow(void *p) {
   unsigned cls = (unsigned)hk_map_get(p);
   hk_tcache_t *tc = &hk_tc;
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
@@ -287,7 +260,6 @@ void hk_free_overflow(void *p) {
     if (tc->large_bound > budget) {
       tc->large_bound -= (size_t)-tc->room[cls] * hk_classes[cls].size;
       tcache_drain(tc, cls, 0);
-      hk_purge_poll();
     }
     return;
   }
@@ -322,17 +294,6 @@ void hk_free_overflow(void *p) {
   if (!parked && last >= HK_OVERFLOW_UNPARKED) next = hk_max(cap / 2, hk_min(HK_TCACHE_MIN_CAP, cap));
   if (last) next = hk_min(next, freer_cap(cls));
   if (next != cap) set_cap(tc, cls, next);
-  hk_purge_poll();
-}
-
-void hk_free_slow(void *p) {
-  if (p == NULL) return;
-  uintptr_t cls = hk_class_map_lookup(p);
-  if (cls == HK_MAP_HUGE) {
-    hk_huge_free(p);
-    return;
-  }
-  hk_misuse("free", p, cls);
 }
 
 /* A new thread's lists of blocks above 1 KiB start at a quarter of their
@@ -424,10 +385,18 @@ unsigned hk_thread_arena(void) {
   return hk_tc.arena;
 }
 
+/* The key whose destructor runs each thread's exit (init.c), and whether
+ * there is one. */
+static pthread_key_t exit_key;
+static bool exit_key_made;
+void hk_thread_exit_key(pthread_key_t key) {
+  exit_key = key;
+  exit_key_made = true;
+}
+
 void hk_thread_init(hk_tcache_t *tc) {
-  hk_process_init();
   hk_lock(&registry_lock);
-  bool registered = hk_thread_key_made && registry_add(tc);
+  bool registered = exit_key_made && registry_add(tc);
   hk_unlock(&registry_lock);
   if (!registered) {  /* no way to hand a cache back at exit, or to count it: none */
     tc->state = HK_TC_DEAD;
@@ -437,7 +406,7 @@ void hk_thread_init(hk_tcache_t *tc) {
   tc->arena = (uint8_t)hk_arena_assign();
   atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
   tc->state = HK_TC_ACTIVE;
-  pthread_setspecific(hk_thread_key, tc);  /* arms hk_thread_exit */
+  pthread_setspecific(exit_key, tc);  /* arms hk_thread_exit */
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
     unsigned n = hk_prewarm_count(c);
     if (n && tc->head[c] == HK_END) tcache_fill(tc, c, n);
@@ -451,10 +420,10 @@ void hk_tcache_flush(hk_tcache_t *tc) {
 
 /* Thread exit: everything cached goes back, and whatever the rest of the exit
  * frees or allocates bypasses the cache (room 0 sends each free to the
- * central cache). */
-void hk_thread_exit(void *arg) {
+ * central cache).  False if the thread had no cache. */
+bool hk_thread_exit(void) {
   hk_tcache_t *tc = &hk_tc;
-  if (tc->state != HK_TC_ACTIVE) return;
+  if (tc->state != HK_TC_ACTIVE) return false;
   tc->state = HK_TC_DEAD;
   atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
@@ -462,14 +431,13 @@ void hk_thread_exit(void *arg) {
     tc->cap[c] = 0;
   }
   note_out(tc, 0);
-  if (hk_opt.front_dump) hk_front_print("thread", tc->front);
   hk_lock(&registry_lock);
   size_t i = registry_find(tc);
   hk_assert(i < registry_n, "thread cache not registered");
   if (i < registry_n) registry_remove_at(i);
   hk_front_add(exited, tc->front);
   hk_unlock(&registry_lock);
-  hk_purge_poll();
+  return true;
 }
 
 void hk_front_add(hk_front_t *sum, const hk_front_t *f) {
@@ -523,7 +491,7 @@ void hk_tcache_fork_unlock(bool child, bool locked) {
       const hk_tcache_t *tc = locked ? read_cache(registry[i].tc) : NULL;
       if (tc) {  /* its TLS block, if its stack was still there, is the child's memory too */
         hk_front_add(exited, tc->front);
-        hk_stats_out(tc->out_pending);
+        hk_out_add(tc->out_pending);
       }
       registry_remove_at(i);
     }

@@ -30,22 +30,20 @@
 #define _GNU_SOURCE
 #include <signal.h>
 #include <time.h>
-#include "internal.h"
+#include "service/service.h"
 
 #define HK_PURGER_START ((size_t)4 << 20)  /* free resident bytes that start the purger */
 #define HK_LEAN_CAP_GROWTH 8               /* lean mode's cap: at most this times the target */
 #define HK_LEAN_QUIET_TICKS 50              /* ticks without a trim before the cap halves */
 #define HK_LEAN_LOOK_MS 20                  /* how long lean trusts a look at which pages are resident */
 
-atomic_bool hk_purge_pending;
 static _Atomic uint64_t next_tick;          /* ms, CLOCK_MONOTONIC_COARSE */
 /* Lean mode's cap (free resident bytes kept at most; 0: the target) and what
- * it learns from: the bytes the last trim gave back, when (ms), the fresh
- * bytes taken since, and when (ms) they came to half the bytes given back
- * (0: not yet); ticks since the last trim.  The caller of lean_trim and
+ * it learns from: the bytes the last trim gave back and the fresh bytes
+ * taken since (hk_lean_trimmed and the others, counters.c), when (ms) the
+ * trim was; ticks since the last trim.  The caller of lean_trim and
  * lean_quiet holds tick_lock. */
-static atomic_size_t lean_cap, lean_retaken, lean_trimmed;
-static _Atomic uint64_t lean_retaken_ms;
+static atomic_size_t lean_cap;
 static uint64_t lean_trim_ms;
 static unsigned lean_quiet_ticks;
 static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -55,10 +53,6 @@ static atomic_int purger_state;
 static atomic_bool purger_sleeping;
 static pthread_mutex_t purger_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t purger_wake;
-
-void hk_purge_note(void) {
-  if (!atomic_load_explicit(&hk_purge_pending, memory_order_relaxed)) atomic_store(&hk_purge_pending, true);
-}
 
 size_t hk_purge_resident(void) { return hk_superslab_resident() + hk_huge_resident(); }
 
@@ -83,7 +77,7 @@ static _Atomic uint64_t lean_look_ms;
 
 static size_t lean_resident(size_t resident) {
   size_t absent = atomic_load_explicit(&lean_absent, memory_order_relaxed);
-  if (absent && hk_os_now_ms() >= atomic_load_explicit(&lean_look_ms, memory_order_relaxed) + HK_LEAN_LOOK_MS) absent = 0;
+  if (absent && hk_now_ms() >= atomic_load_explicit(&lean_look_ms, memory_order_relaxed) + HK_LEAN_LOOK_MS) absent = 0;
   return resident - hk_min(resident, absent);
 }
 
@@ -100,7 +94,6 @@ static size_t lean_resident(size_t resident) {
  * the purger thread, as in the lean profile, within a purge delay even of
  * a program gone idle). */
 #define HK_LEAN_VIEW_POLLS 32
-__thread size_t hk_resident_mine;
 static __thread struct {
   size_t seen;
   unsigned polls;
@@ -126,13 +119,13 @@ static bool over_lean_target(void) {
 static void lean_trim(void) {
   size_t cap = lean_cap_now();
   if (!hk_opt.mem_lean || lean_resident(hk_purge_resident()) <= cap) return;
-  uint64_t now = hk_os_now_ms();
+  uint64_t now = hk_now_ms();
   atomic_store_explicit(&lean_absent, hk_huge_nonresident(), memory_order_relaxed);
   atomic_store_explicit(&lean_look_ms, now, memory_order_relaxed);
   size_t resident = lean_resident(hk_purge_resident());
   if (resident <= cap) return;
-  uint64_t retaken_ms = atomic_exchange_explicit(&lean_retaken_ms, 0, memory_order_relaxed);
-  atomic_store_explicit(&lean_retaken, 0, memory_order_relaxed);
+  uint64_t retaken_ms = atomic_exchange_explicit(&hk_lean_retaken_ms, 0, memory_order_relaxed);
+  atomic_store_explicit(&hk_lean_retaken, 0, memory_order_relaxed);
   if (retaken_ms && retaken_ms - lean_trim_ms <= 4 * hk_max(hk_opt.purge_delay_ms, 1)) {
     /* what the last trim gave back was taken again at once: the cap was too low */
     cap = hk_min(cap * 2, lean_target() * HK_LEAN_CAP_GROWTH);
@@ -144,7 +137,7 @@ static void lean_trim(void) {
     bytes += hk_superslab_purge(mode, want - bytes);
     if (bytes < want) bytes += hk_huge_purge(mode, want - bytes);
   }
-  atomic_store_explicit(&lean_trimmed, bytes, memory_order_relaxed);
+  atomic_store_explicit(&hk_lean_trimmed, bytes, memory_order_relaxed);
   atomic_store_explicit(&lean_absent, 0, memory_order_relaxed);  /* what it gave back may have been of it */
   lean_trim_ms = now;
   lean_quiet_ticks = 0;
@@ -153,14 +146,6 @@ static void lean_trim(void) {
 /* Fresh memory taken: the time it comes to half what the last trim gave
  * back is what lean_trim judges by (a program that takes its memory back
  * slowly, page fault by page fault, is still one that took it back at once). */
-void hk_purge_fresh(size_t bytes) {
-  if (!hk_opt.mem_lean) return;
-  size_t before = atomic_fetch_add_explicit(&lean_retaken, bytes, memory_order_relaxed);
-  size_t half = atomic_load_explicit(&lean_trimmed, memory_order_relaxed) / 2;
-  if (half && before < half && before + bytes >= half)
-    atomic_store_explicit(&lean_retaken_ms, hk_os_now_ms(), memory_order_relaxed);
-}
-
 /* A tick: a cap that went long without a trim halves back towards the target. */
 static void lean_quiet(void) {
   if (++lean_quiet_ticks < HK_LEAN_QUIET_TICKS) return;
@@ -181,7 +166,7 @@ static void tick(uint64_t now) {
 }
 
 static void tick_if_due(void) {
-  uint64_t now = hk_os_now_ms();
+  uint64_t now = hk_now_ms();
   if (now < atomic_load_explicit(&next_tick, memory_order_relaxed) || hk_trylock(&tick_lock)) return;
   /* still due: another thread may have run the tick between the two looks */
   if (now >= atomic_load_explicit(&next_tick, memory_order_relaxed)) tick(now);
@@ -199,7 +184,7 @@ static void *purger_main(void *arg) {
       continue;
     }
     atomic_store(&purger_sleeping, false);
-    uint64_t now = hk_os_now_ms(), due = atomic_load_explicit(&next_tick, memory_order_relaxed);
+    uint64_t now = hk_now_ms(), due = atomic_load_explicit(&next_tick, memory_order_relaxed);
     if (now < due) {
       struct timespec ts;
       clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -213,7 +198,7 @@ static void *purger_main(void *arg) {
      * a lean trim on another thread holds it for milliseconds. */
     hk_unlock(&purger_lock);
     hk_lock(&tick_lock);
-    now = hk_os_now_ms();
+    now = hk_now_ms();
     if (now >= atomic_load_explicit(&next_tick, memory_order_relaxed)) tick(now);
     hk_unlock(&tick_lock);
     hk_lock(&purger_lock);

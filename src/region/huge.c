@@ -30,7 +30,7 @@
  * else, so a pointer into the middle of a block is never taken for one. */
 #define _GNU_SOURCE
 #include <string.h>
-#include "internal.h"
+#include "region/region.h"
 
 #define HK_GRANULE ((size_t)2 << 20)  /* a region's header; a huge page */
 #define HK_REGION_MAGIC 0x6875676572656769ull
@@ -91,7 +91,6 @@ static hk_huge_set_t *set_unlocked(const hk_region_t *r) {
   unsigned i = __atomic_load_n(&r->set, __ATOMIC_RELAXED);
   return i < HK_ARENAS ? &sets[i] : NULL;
 }
-static hk_huge_set_t *own_set(void) { return &sets[hk_thread_arena()]; }
 
 size_t hk_huge_resident(void) {
   size_t bytes = 0;
@@ -492,7 +491,7 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
     r->warm[s.k] &= ~s.mask;
   }
   if (reused) hk_resident_add(&set_of(r)->resident, -(ptrdiff_t)units_bytes(reused));
-  if (reused != n) hk_purge_fresh(units_bytes(n - reused));
+  if (reused != n) hk_fresh_taken(units_bytes(n - reused));
   for (int i = 0; i < 2 && (i == 0 || ends[1] != ends[0]); i++) {
     unsigned k = ends[i] / 2;
     uint64_t faulted = fresh[i] ? page_mask(ends[i]) & ~r->used[k] : 0;
@@ -688,12 +687,12 @@ static int first_warm_run(const hk_region_t *r, unsigned n) {
  * than among the small slabs of 4 MiB SuperSlabs; but marked in the class map
  * with their class, so that thread caches keep them as they keep other large
  * blocks: only a cache's misses and overflows come here. */
-void *hk_huge_take_class(unsigned cls, bool *zero) {
+void *hk_huge_take_class(unsigned cls, unsigned arena, bool *zero) {
   unsigned n = (unsigned)units(hk_classes[cls].size);
   void *p = NULL;
   hk_fill_t f;
   f.size = 0;
-  hk_huge_set_t *h = own_set();
+  hk_huge_set_t *h = &sets[arena];
   hk_lock(&h->lock);
   for (hk_region_t *r = h->regions; r && !p; r = r->next) {
     int u = first_warm_run(r, n);
@@ -809,13 +808,8 @@ static void count_live(hk_huge_set_t *h, ptrdiff_t blocks, ptrdiff_t bytes) {
   if (n - b * HK_GUARD > h->peak_bytes) __atomic_store_n(&h->peak_bytes, n - b * HK_GUARD, __ATOMIC_RELAXED);
 }
 
-void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
-  hk_process_init();
-  size_t limit = (size_t)PTRDIFF_MAX - HK_REGION_SIZE;
-  if (alignment > limit / 2 || size > limit - alignment) {
-    errno = ENOMEM;
-    return NULL;
-  }
+void *hk_huge_alloc(size_t size, size_t alignment, bool zero, unsigned arena, size_t *bytes_out) {
+  if (!hk_huge_possible(size, alignment)) return NULL;
   hk_fill_t fill, *f = zero ? &fill : NULL;
   fill.size = size;  /* not the hardened build's guard page */
   size += HK_GUARD;
@@ -824,34 +818,24 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero) {
   hk_huge_set_t *h;  /* locked, once p is found: the block's set */
   /* Out of address space or memory: a place in another set's regions, then
    * a mapping of the block's own (a region's 128 MiB may be more than an
-   * address-space limit leaves), then what is free and still mapped goes
-   * back (malloc_trim), and one more try, whatever that gave back (parked
-   * blocks sent home may have emptied slabs). */
+   * address-space limit leaves). */
   bool shared = fits_region(n, alignment);
-  for (int tries = 0;; tries++) {
-    h = shared ? own_set() : &sets[0];
-    hk_lock(&h->lock);
-    p = shared ? shared_alloc(&h, (unsigned)n, alignment, f) : jumbo_alloc(size, alignment, f);
-    if (!p) hk_unlock(&h->lock);
-    if (!p && shared && !(p = shared_elsewhere(&h, (unsigned)n, alignment, f))) {
-      hk_lock(&(h = &sets[0])->lock);
-      if (!(p = jumbo_alloc(size, alignment, f))) hk_unlock(&h->lock);
-    }
-    if (p) break;
-    if (tries) {
-      errno = ENOMEM;
-      return NULL;
-    }
-    hk_purge_all();
+  h = shared ? &sets[arena] : &sets[0];
+  hk_lock(&h->lock);
+  p = shared ? shared_alloc(&h, (unsigned)n, alignment, f) : jumbo_alloc(size, alignment, f);
+  if (!p) hk_unlock(&h->lock);
+  if (!p && shared && !(p = shared_elsewhere(&h, (unsigned)n, alignment, f))) {
+    hk_lock(&(h = &sets[0])->lock);
+    if (!(p = jumbo_alloc(size, alignment, f))) hk_unlock(&h->lock);
   }
+  if (!p) return NULL;
   mark(p, HK_MAP_HUGE);
   guard(region_of(p), p, true);
   size_t bytes = block_bytes(region_of(p), p);
   count_live(h, 1, (ptrdiff_t)bytes);
   hk_unlock(&h->lock);
   if (f) fill_zero(p, f);
-  hk_note_out((ptrdiff_t)bytes);
-  hk_purge_poll();
+  *bytes_out = bytes;
   return p;
 }
 
@@ -892,17 +876,16 @@ static hk_huge_set_t *lock_set_of(const void *p, hk_region_t **r) {
   return NULL;
 }
 
-void hk_huge_free(void *p) {
+size_t hk_huge_free(void *p) {
   hk_region_t *r;
   hk_huge_set_t *h = lock_set_of(p, &r);
-  if (!h) hk_misuse("free", p, HK_MAP_HUGE);
+  if (!h) return 0;
   guard(r, p, false);
   size_t bytes = block_bytes(r, p);
   count_live(h, -1, -(ptrdiff_t)bytes);
   free_locked(r, p);
   hk_unlock(&h->lock);
-  hk_note_out(-(ptrdiff_t)bytes);
-  hk_purge_poll();
+  return bytes;
 }
 
 size_t hk_huge_usable_size(const void *p) {
@@ -981,16 +964,18 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
   return target + r->offset;
 }
 
-void *hk_huge_realloc(void *p, size_t size) {
+void *hk_huge_resize(void *p, size_t size, size_t *old_size, ptrdiff_t *grown) {
   hk_region_t *r;
   hk_huge_set_t *h = lock_set_of(p, &r);
-  if (!h) hk_misuse("realloc", p, HK_MAP_HUGE);
+  *old_size = 0;
+  if (!h) return NULL;
+  size_t old_bytes = block_bytes(r, p);
+  *old_size = old_bytes - HK_GUARD;
+  *grown = 0;
   if (size > (size_t)PTRDIFF_MAX - HK_REGION_SIZE) {
     hk_unlock(&h->lock);
-    errno = ENOMEM;
     return NULL;
   }
-  size_t old_bytes = block_bytes(r, p), old_size = old_bytes - HK_GUARD;
   guard(r, p, false);
   void *q = r->offset ? jumbo_resize(r, size + HK_GUARD) : shared_resize(r, p, size + HK_GUARD) ? p : NULL;
   hk_region_t *now = q ? region_of(q) : r;
@@ -998,16 +983,7 @@ void *hk_huge_realloc(void *p, size_t size) {
   size_t bytes = q ? block_bytes(now, q) : old_bytes;
   count_live(h, 0, (ptrdiff_t)bytes - (ptrdiff_t)old_bytes);
   hk_unlock(&h->lock);
-  if (q) {  /* resized where it was, or its pages moved: the same block */
-    hk_note_out((ptrdiff_t)bytes - (ptrdiff_t)old_bytes);
-    return q;
-  }
-  /* A copy: out of its shared region, or a jumbo block mremap would not
-   * move (the program split its mapping: mlock, mprotect, madvise on part) */
-  q = hk_huge_alloc(size, 16, false);
-  if (!q) return NULL;
-  memcpy(q, p, hk_min(old_size, size));
-  hk_huge_free(p);
+  *grown = (ptrdiff_t)bytes - (ptrdiff_t)old_bytes;
   return q;
 }
 

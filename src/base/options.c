@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "internal.h"
+#include "base/base.h"
 
 hk_options_t hk_opt;
 unsigned hk_profile;
@@ -150,7 +150,7 @@ static uint32_t from_env_mask;  /* bit i: row i was set in the environment */
 
 static bool no_huge_pages;  /* the THP options were turned off: the kernel gives none */
 
-void hk_options_init(void) {
+void hk_options_init(bool huge_pages) {
   bool env;
   hk_profile = (unsigned)read_option(&hk_option_table[0], HK_PROFILE_SPEED, &env);
   for (unsigned i = 1; i < hk_option_count; i++) {
@@ -161,7 +161,7 @@ void hk_options_init(void) {
   /* Where the kernel gives no huge pages (THP "never", or disabled for the
    * process), the units beside a block a huge page would have made resident
    * would be counted resident without being so. */
-  if ((hk_opt.huge_thp || hk_opt.ss_thp) && !hk_os_huge_pages_available()) {
+  if ((hk_opt.huge_thp || hk_opt.ss_thp) && !huge_pages) {
     hk_opt.huge_thp = hk_opt.ss_thp = 0;
     no_huge_pages = true;
   }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Size classes: their block sizes, slab geometry and thread-cache sizing. */
-#include "internal.h"
+#include "slab/slab.h"
 
 uint8_t hk_class_table[HK_TABLE_MAX + 1];
 hk_class_info_t hk_classes[HK_NCLASS + 1];

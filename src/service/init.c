@@ -4,7 +4,7 @@
 #include <sys/random.h>
 #include <time.h>
 #include <sys/single_threaded.h>
-#include "internal.h"
+#include "service/service.h"
 
 atomic_bool hk_ready;
 
@@ -19,8 +19,6 @@ static uint64_t random_key(void) {
   }
   return k | 1;
 }
-pthread_key_t hk_thread_key;
-bool hk_thread_key_made;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Lock order: an exiting thread's printing of its traffic, the purger's and the tick's, the
@@ -90,18 +88,31 @@ static void fork_after(bool child) {
 static void fork_parent(void) { fork_after(false); }
 static void fork_child(void) { fork_after(true); }
 
+/* A thread's exit (its key's destructor): its cache goes back, its traffic
+ * is printed if asked, and a tick runs if one is due. */
+static void thread_exit(void *arg) {
+  hk_tcache_t *tc = arg;
+  if (!hk_thread_exit()) return;
+  if (hk_opt.front_dump) hk_front_print("thread", tc->front);
+  hk_purge_poll();
+}
+
 void hk_process_init_slow(void) {
   bool first = false;
   hk_lock(&init_lock);
   if (!atomic_load_explicit(&hk_ready, memory_order_relaxed)) {
     hk_fast.free_key = random_key();  /* before any block exists */
     if (HAK_HARDENED) hk_fast.link_key = random_key();
-    hk_options_init();
+    hk_options_init(hk_os_huge_pages_available());
     hk_size_classes_init();
     hk_arenas_init(hk_os_cpus());
     hk_central_init(hk_os_cpus());
-    hk_class_map_init();
-    hk_thread_key_made = pthread_key_create(&hk_thread_key, hk_thread_exit) == 0;
+    static uint32_t magic[256];
+    static uint64_t magic_first[256];
+    hk_class_magic_fill(magic, magic_first);
+    hk_class_map_init(magic, magic_first);
+    pthread_key_t key;
+    if (pthread_key_create(&key, thread_exit) == 0) hk_thread_exit_key(key);
     atomic_store_explicit(&hk_ready, true, memory_order_release);
     first = true;
   }

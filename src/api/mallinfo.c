@@ -24,7 +24,7 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
-#include "internal.h"
+#include "api/api.h"
 
 #ifndef HAK_NO_OVERRIDE  /* the standard names only: nothing else calls these */
 

@@ -12,27 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include "internal.h"
+#include "service/service.h"
 
-/* Bytes out of the central caches.  Signed: threads report in steps, and
- * one may give back what another has not reported taking yet. */
-static _Atomic ptrdiff_t out_bytes;
-static atomic_size_t peak_out_bytes;
-
-/* Raises the peak to `now` if it is below; returns the peak. */
-static size_t note_peak(size_t now) {
-  size_t peak = atomic_load_explicit(&peak_out_bytes, memory_order_relaxed);
-  while (now > peak && !atomic_compare_exchange_weak_explicit(&peak_out_bytes, &peak, now, memory_order_relaxed,
-                                                              memory_order_relaxed)) {
-  }
-  return hk_max(peak, now);
-}
-
-/* Bytes out of the central caches: in use plus in thread caches. */
-void hk_stats_out(ptrdiff_t bytes) {
-  ptrdiff_t now = atomic_fetch_add_explicit(&out_bytes, bytes, memory_order_relaxed) + bytes;
-  if (bytes > 0 && now > 0) note_peak((size_t)now);
-}
 
 /* The process's resident set, read with raw system calls. */
 static size_t resident_bytes(void) {
@@ -82,7 +63,7 @@ HK_EXPORT void hak_stats_get(hak_stats_t *s) {
   hk_huge_counts(&s->huge_blocks, &s->huge_bytes, false);
   s->in_use_bytes += s->huge_bytes;
   /* what is seen here counts too: the slow paths report in steps (note_out, tcache.c) */
-  s->peak_in_use_bytes = note_peak(s->in_use_bytes + s->thread_cached_bytes);
+  s->peak_in_use_bytes = hk_out_note_peak(s->in_use_bytes + s->thread_cached_bytes);
   s->free_resident_bytes = hk_purge_resident();
   s->committed_bytes = hk_superslab_used_bytes() + hk_huge_used_bytes() + s->free_resident_bytes;
   hak_os_stats_t os;

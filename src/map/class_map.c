@@ -26,10 +26,11 @@
  * mapping that its protection made (the kernel allows a process 65 530
  * mappings in all). */
 #include <fcntl.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <sys/resource.h>
-#include "internal.h"
+#include "map/map.h"
 
 /* Before set-up: no class (all its magic words 0), one unit. */
 static struct {
@@ -151,7 +152,7 @@ static uintptr_t wanted_ceiling(bool *roomy) {
 
 /* The map comes with the space for SuperSlabs and regions after it (os.c)
  * when address space is roomy, in the same reservation. */
-void hk_class_map_init(void) {
+void hk_class_map_init(const uint32_t *magic_words, const uint64_t *first_words) {
   bool roomy = false;
   uintptr_t ceiling = wanted_ceiling(&roomy);
   size_t space = HK_SPACE_SIZE + HK_REGION_SIZE, page = hk_os_page_size();  /* room to align it */
@@ -180,7 +181,8 @@ void hk_class_map_init(void) {
     hk_os_advise_small(map, bytes);
     /* in the page before the map: hk_class_magic's words, hk_class_magic_first's before them */
     uint32_t *magic = (uint32_t *)(map + HK_PAGE_SIZE) - 256;
-    hk_class_magic_fill(magic, (uint64_t *)magic - 256);
+    memcpy(magic, magic_words, 256 * sizeof *magic);
+    memcpy((uint64_t *)magic - 256, first_words, 256 * sizeof *first_words);
     hk_fast.map = map + HK_PAGE_SIZE;
     __atomic_store_n(&hk_fast.map_units, ceiling >> HK_UNIT_SHIFT, __ATOMIC_RELEASE);
     hk_os_set_ceiling(ceiling);

@@ -11,7 +11,7 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-#include "internal.h"
+#include "os/os.h"
 
 static atomic_ullong n_mmap, n_munmap, n_mremap, n_madvise;
 static atomic_ullong mapped_bytes, peak_mapped_bytes;
@@ -299,12 +299,6 @@ void hk_os_collapse_huge(void *p, size_t size) {
   hk_os_advise_huge(p, size);
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
   hk_keep_errno(madvise(p, size, MADV_COLLAPSE));
-}
-
-uint64_t hk_os_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 unsigned hk_os_cpus(void) {

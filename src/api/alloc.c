@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/* The allocation API behind the exported names: the one size router (a
+ * size class, or a huge block), the one retry out of memory, calloc,
+ * realloc, the aligned allocations, malloc_usable_size, free's slow path,
+ * and the diagnosis of a pointer a call cannot take. */
+#include <stdlib.h>
+#include <string.h>
+#include "api/api.h"
+
+/* A huge block, counted in the thread's bytes out. */
+static void *huge_alloc(size_t size, size_t alignment, bool zero) {
+  size_t bytes;
+  void *p = hk_huge_alloc(size, alignment, zero, hk_thread_arena(), &bytes);
+  if (p) hk_note_out((ptrdiff_t)bytes);
+  return p;
+}
+
+/* The class of `size` bytes aligned to `alignment` (a power of two up to
+ * 64 KiB: slabs start on 64 KiB boundaries, so every block of a class whose
+ * size is a multiple of the alignment is aligned); 0 for a huge block. */
+static inline __attribute__((always_inline)) unsigned class_of(size_t size, size_t alignment) {
+  if (size > HK_SMALL_MAX || alignment > HK_UNIT_SIZE) return 0;
+  if (alignment <= 16) return hk_size_to_class(size + HK_CANARY);  /* every class is a multiple of 16 */
+  unsigned cls = hk_size_to_class(hk_max(size + HK_CANARY, alignment));
+  while (cls <= HK_NCLASS && hk_classes[cls].size % alignment != 0) cls++;
+  return cls <= HK_NCLASS ? cls : 0;
+}
+
+/* A block of `size` bytes aligned to `alignment`, reading as zero if `zero`
+ * and huge (calloc clears the others); out of address space or memory, what
+ * malloc_trim gives back goes back (parked blocks sent home may empty slabs
+ * even where nothing goes back to the OS), and one more try; then NULL with
+ * ENOMEM.  A tick runs after, if one is due: only with the thread's list in
+ * place, since starting the purger thread allocates (the new thread's TLS),
+ * maybe from this class. */
+static inline __attribute__((always_inline)) void *route(size_t size, size_t alignment, bool zero) {
+  hk_process_init();
+  unsigned cls = class_of(size, alignment);
+  if (!cls && !hk_huge_possible(size, alignment)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = cls ? hk_malloc_class(cls) : huge_alloc(size, alignment, zero);
+  if (hk_unlikely(!p)) {
+    int error = errno;
+    hk_purge_all();
+    p = cls ? hk_malloc_class(cls) : huge_alloc(size, alignment, zero);
+    errno = p ? error : ENOMEM;
+  }
+  hk_purge_poll();
+  return p;
+}
+
+void *hk_malloc_slow(size_t size) { return route(size, 16, false); }
+
+void hk_free_overflow(void *p) {
+  hk_tcache_overflow(p);
+  hk_purge_poll();
+}
+
+void hk_free_slow(void *p) {
+  if (p == NULL) return;
+  uintptr_t cls = hk_class_map_lookup(p);
+  size_t bytes = cls == HK_MAP_HUGE ? hk_huge_free(p) : 0;
+  if (!bytes) hk_misuse("free", p, cls);
+  hk_note_out(-(ptrdiff_t)bytes);
+  hk_purge_poll();
+}
+
+void *hk_calloc(size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (total > HK_SMALL_MAX) return route(total, 16, true);
+  if (total + HK_CANARY <= HK_LARGE_MIN) {
+    void *p = hk_malloc_fast(total);
+    if (p) memset(p, 0, total);
+    return p;
+  }
+  /* A large block new from the OS, or given back to it, reads as zero:
+   * clearing it would fault in every page at once. */
+  hk_tc.zero_block = NULL;
+  void *p = hk_malloc_fast(total);
+  if (p && p != hk_tc.zero_block) memset(p, 0, total);
+  return p;
+}
+
+void *hk_aligned(size_t alignment, size_t size) {
+  return alignment <= 16 ? hk_malloc_fast(size) : route(size, alignment, false);
+}
+
+size_t hk_usable_size(const void *p) {
+  if (!p) return 0;
+  unsigned cls = (unsigned)hk_class_map_lookup(p);
+  if (cls - 1u < HK_NCLASS) return hk_classes[cls].size - HK_CANARY;
+  if (cls == HK_MAP_HUGE) return hk_huge_usable_size(p);
+  return 0;
+}
+
+static void *realloc_move(void *p, size_t old_size, size_t size) {
+  void *q = hk_malloc_fast(size);
+  if (!q) return NULL;
+  memcpy(q, p, hk_min(old_size, size));
+  hk_free_fast(p);
+  return q;
+}
+
+/* A block keeps its place while the new size fits its class and does not
+ * waste more than half of it; huge blocks are resized where they are or
+ * remapped, and copied only when neither can be done (out of its shared
+ * region, or a mapping the program split: mlock, mprotect, madvise on
+ * part). */
+void *hk_realloc(void *p, size_t size) {
+  if (!p) return hk_malloc_fast(size);
+  if (size == 0) {
+    hk_free_fast(p);
+    return NULL;
+  }
+  uintptr_t cls = hk_class_map_lookup(p);
+  if (cls - 1 < HK_NCLASS) {
+    if (!hk_on_boundary(p, cls) || hk_is_free(p) || hk_is_home(p) || hk_is_spare(p) ||
+        (HAK_HARDENED && *hk_canary_at(p, cls) != hk_canary(p)))
+      hk_misuse("realloc", p, cls);
+    size_t old_size = hk_classes[cls].size - HK_CANARY;
+    if (size <= old_size && (size >= old_size / 2 || old_size <= 256)) return p;
+    return realloc_move(p, old_size, size);
+  }
+  if (cls != HK_MAP_HUGE) hk_misuse("realloc", p, cls);
+  size_t old_size;
+  ptrdiff_t grown;
+  void *q = NULL;
+  if (size > HK_SMALL_MAX) q = hk_huge_resize(p, size, &old_size, &grown);
+  else old_size = hk_huge_usable_size(p);
+  if (old_size == 0) hk_misuse("realloc", p, cls);
+  if (!q) return realloc_move(p, old_size, size);
+  hk_note_out(grown);
+  return q;
+}
+
+/* A call given a pointer it cannot take: says which kind of misuse in one
+ * line and aborts.  cls is p's class map entry.  Slabs and huge regions keep
+ * their descriptors after their blocks are freed, so a block given back to
+ * its SuperSlab or region is still recognised as freed. */
+void hk_misuse(const char *call, const void *p, uintptr_t cls) {
+  size_t size = 0;
+  bool live = false;
+  if (cls - 1 < HK_NCLASS) {
+    /* before a slab's first block: no block at all */
+    size = (uint16_t)(uintptr_t)p < hk_classes[cls].first ? 0 : hk_classes[cls].size - HK_CANARY;
+    live = !hk_on_boundary(p, cls);
+    if (HAK_HARDENED && !live && !hk_is_free(p) && !hk_is_home(p) && !hk_is_spare(p)) {
+      hk_message("hakmem: %s of %p: the block was overrun, its canary is overwritten (block size %zu)\n", call, p,
+                 size);
+      abort();
+    }
+  } else if ((size = hk_superslab_block_of(p, &live))) {
+    size -= HK_CANARY;
+  } else {
+    size = hk_huge_block_of(p, &live);
+  }
+  if (!size) hk_message("hakmem: %s of invalid pointer %p (not a block hakmem handed out)\n", call, p);
+  else if (live) hk_message("hakmem: %s of %p, inside a block (block size %zu)\n", call, p, size);
+  else if (!strcmp(call, "free")) hk_message("hakmem: double free of %p (block size %zu)\n", p, size);
+  else hk_message("hakmem: %s of %p, a block already freed (block size %zu)\n", call, p, size);
+  abort();
+}
+

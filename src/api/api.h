@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/* The API layer: the inline fast paths of malloc and free, and the entry
+ * points behind the exported names (alloc.c, override.c, override_cxx.c,
+ * mallinfo.c).  It is the top of the layers (base/base.h lists them).
+ *
+ * Who calls whom, from the API down to the OS, folder by folder:
+ *
+ *   malloc(n) = hk_malloc_fast            n <= 8 KiB and the class's list starts with a block
+ *                                         marked free: pop (thread/thread.h)
+ *     hk_malloc_slow -> route             (api/alloc.c) the one size router:
+ *       hk_process_init                   the first call of the process (service/init.c)
+ *       hk_huge_alloc                     n > 1 MiB: units of a region of the thread's arena's
+ *                                         set, best fit, else another set's resident ones, else
+ *                                         a mapping of its own (region/huge.c)
+ *         region_map -> hk_os_space_take or hk_os_map_aligned (os/os.c),
+ *                       hk_class_map_reserve (map/class_map.c)
+ *       hk_malloc_class -> tcache_refill  the list is empty (else hk_misuse_freed: its first
+ *                                         block was handed out before, or written to)
+ *                                         (thread/tcache.c)
+ *         hk_thread_init                  first call of the thread: capacities, prewarm
+ *         hk_central_take                 a batch parked on this CPU, or on another (only
+ *                                         a spare one for a producer), or blocks from
+ *                                         slabs (slab/central.c)
+ *           hk_slab_new -> take_units     a run of units in the arena (region/superslab.c)
+ *             superslab_map -> hk_os_space_take  a slot of the space reserved at start-up,
+ *               or spares_map -> hk_os_map_aligned  else a few SuperSlabs mapped at once
+ *         hk_central_take_large         large classes: a spare block of the class (32-256 KiB), or
+ *                                         a block not touched where its memory reads as zero
+ *                                         (its page faults are the program's):
+ *           hk_large_take                 a one-block slab (on resident units while there
+ *                                         are spares, else they go back first),
+ *           hk_huge_take_class            or above 256 KiB a run of units in a huge region
+ *       (nothing to be had: hk_purge_all, what malloc_trim does, and one more try)
+ *       hk_purge_poll                     a tick due? (service/purge.c) -> hk_central_purge,
+ *                                         hk_superslab_purge, hk_huge_purge -> hk_os_decommit;
+ *                                         lean mode over its cap: hk_huge_nonresident ->
+ *                                         hk_os_unit_pages (mincore), then the same purges
+ *
+ *   free(p) = hk_free_fast                p on a block boundary of a small or large class: mark
+ *                                         it free, push
+ *     hk_free_overflow                    (api/alloc.c)
+ *       hk_tcache_overflow                the list outgrew its capacity (large: every free)
+ *         hk_central_put                  park the older half (all of it when frees outpace
+ *                                         mallocs) on this CPU, or return blocks to slabs
+ *           hk_slab_release               an empty slab: its units dirty in the SuperSlab
+ *           hk_large_release              large blocks: kept as spares up to a bound, else
+ *                                         their units back at once
+ *           hk_huge_release_class         (above 256 KiB: to their huge region)
+ *       hk_purge_poll
+ *     hk_free_slow                        anything else: NULL, huge, or an error
+ *       hk_huge_free                      units dirty in their region
+ *       hk_misuse                         an invalid or interior pointer, a freed huge block
+ *
+ * Fast-path size on x86-64 (gcc 12 -O2), in instructions, hit case:
+ * malloc 14, free 20, ret aside; `objdump -d build/libhakmem.so` at <__libc_malloc> and
+ * <__libc_free> shows them, and `make bench-callgrind` counts them per
+ * random_mixed iteration.
+ *
+ * A thread's cache is one TLS struct: per size class a singly linked list of
+ * free blocks and a "room" counter (capacity minus length).  malloc pops,
+ * free pushes; everything else is reached through one well-predicted branch.
+ * A pointer's class comes from the class map: one byte per 64 KiB unit of
+ * the address space, 0 for memory hakmem does not own as the first unit of a
+ * slab, one flat array below a ceiling, so a lookup is one bound check and
+ * one load, and no load waits for another before the class is known.
+ *
+ * Misuse the fast path catches at no more cost than a few instructions:
+ * - a pointer hakmem did not hand out: its unit is not the first of one of
+ *   hakmem's slabs (class 0), or it is not on a block boundary of its slab
+ *   (every slab of a small class is one unit, so the offset in the unit
+ *   tells, with one multiplication: hk_on_boundary);
+ * - a block freed twice: free marks every block free with a per-process
+ *   random key in its second word, which malloc checks and clears as it
+ *   hands the block out.  A block freed twice sits on a list twice; the
+ *   first copy handed out loses the mark, so malloc, reaching the second,
+ *   finds it unmarked (as it finds one the program wrote into after its
+ *   free) and aborts before the block is handed out twice.  free reads
+ *   nothing of the block: a block freed long ago is a cache miss, and a load
+ *   holds up everything after it where a store does not (at 100 000 live
+ *   blocks, a check at free cost a third of the speed).  Blocks home in
+ *   their slabs carry the key's complement: one freed again is caught when
+ *   its slab hands it out or, seemingly empty, is given back (central.c). */
+#ifndef HK_API_H
+#define HK_API_H
+
+#include "service/service.h"
+
+HK_HIDDEN void *hk_malloc_slow(size_t size);
+HK_HIDDEN void hk_free_overflow(void *p);  /* p: the block just pushed */
+HK_HIDDEN void hk_free_slow(void *p);
+
+static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
+  if (hk_likely(size <= HK_TABLE_MAX - HK_CANARY)) {
+    /* class 0 until the process is set up: its list stays empty */
+    void *p = hk_tcache_pop(hk_class_table[size + HK_CANARY]);
+    if (hk_likely(p != NULL)) return p;
+  }
+  return hk_malloc_slow(size);
+}
+
+static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
+  if (hk_likely(hk_map_covers(p))) {
+    uintptr_t cls = hk_map_get(p);
+    /* rejects entries that are not a class too (0 for NULL and foreign memory, huge) */
+    if (hk_likely(hk_on_boundary(p, cls))) {
+      /* the hardened build also catches a double free here, at a read of the
+       * block: marked free (on a list), home (back in its slab) or spare */
+      if (hk_likely(!HAK_HARDENED || (!hk_is_free(p) && !hk_is_home(p) && !hk_is_spare(p) &&
+                                      *hk_canary_at(p, cls) == hk_canary(p)))) {
+        hk_tcache_t *tc = &hk_tc;
+        hk_mark_free(p);
+        hk_set_next(p, tc->head[cls]);
+        tc->head[cls] = p;
+        if (hk_unlikely(hk_room_spent(cls))) hk_free_overflow(p);
+        return;
+      }
+    }
+  }
+  hk_free_slow(p);
+}
+
+/* ---- allocation entry points shared by the C and C++ API (alloc.c) --------- */
+HK_HIDDEN void *hk_aligned(size_t alignment, size_t size);
+HK_HIDDEN void *hk_calloc(size_t count, size_t size);
+HK_HIDDEN void *hk_realloc(void *p, size_t size);
+HK_HIDDEN size_t hk_usable_size(const void *p);
+HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse(const char *call, const void *p, uintptr_t cls);
+
+#endif

@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: MIT */
+/* The base layer: build variants, locks, the address-space layout's
+ * constants, bit and list helpers, the size classes' table, the options,
+ * the counters through which the layers above hear of each other's work
+ * (counters.c), and messages.  Every other layer builds on it, and it on no
+ * other.
+ *
+ * The layers, each in its folder with one header, each including only its
+ * own and lower layers' headers (scripts/layers checks it):
+ *   base <- os <- map <- region <- slab <- thread <- service <- api
+ * A lower layer takes what it needs as arguments; news travels up only
+ * through the counters here (memory waiting to be given back, free resident
+ * bytes, bytes handed out). */
+#ifndef HK_BASE_H
+#define HK_BASE_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "hakmem.h"
+
+/* Build variants: the one place where compile-time switches live.
+ *
+ *   HAK_VARIANT 1  fast      the default; nothing but the allocator on the fast paths
+ *   HAK_VARIANT 2  standard  fast + consistency checks in the slow paths
+ *   HAK_VARIANT 3  observe   standard + counters on the fast paths (the hits
+ *                            of HAKMEM_TINY_FRONT_METRICS)
+ *   HAK_VARIANT 4  hardened  standard + free lists encoded with a per-process
+ *                            key and checked on use, a canary after every block
+ *                            checked on free, guard pages after SuperSlabs and
+ *                            huge blocks, fresh blocks handed out in a random
+ *                            order (libhakmem-hardened.so)
+ *
+ * HAK_NO_OVERRIDE builds a library that defines only the hak_* names (for
+ * running the allocator under ASan/TSan next to the sanitizer's own malloc). */
+#ifndef HAK_VARIANT
+#define HAK_VARIANT 1
+#endif
+
+#if HAK_VARIANT == 1
+#define HAK_VARIANT_NAME "fast"
+#define HAK_CHECKS 0
+#define HAK_OBSERVE 0
+#define HAK_HARDENED 0
+#elif HAK_VARIANT == 2
+#define HAK_VARIANT_NAME "standard"
+#define HAK_CHECKS 1
+#define HAK_OBSERVE 0
+#define HAK_HARDENED 0
+#elif HAK_VARIANT == 3
+#define HAK_VARIANT_NAME "observe"
+#define HAK_CHECKS 1
+#define HAK_OBSERVE 1
+#define HAK_HARDENED 0
+#elif HAK_VARIANT == 4
+#define HAK_VARIANT_NAME "hardened"
+#define HAK_CHECKS 1
+#define HAK_OBSERVE 0
+#define HAK_HARDENED 1
+#else
+#error "HAK_VARIANT must be 1, 2, 3 or 4"
+#endif
+
+/* Bytes at the end of every block of a size class that hold its canary. */
+#define HK_CANARY (HAK_HARDENED ? 8 : 0)
+
+#define HK_HIDDEN __attribute__((visibility("hidden")))
+#define HK_EXPORT __attribute__((visibility("default")))
+#define hk_likely(x) __builtin_expect(!!(x), 1)
+#define hk_unlikely(x) __builtin_expect(!!(x), 0)
+/* A system call whose failure the allocator handles itself: errno as it was,
+ * so that a malloc that succeeds, and every free, leave errno alone (a
+ * failing malloc sets ENOMEM where it gives up). */
+#define hk_keep_errno(call) \
+  __extension__({                          \
+    int hk_errno_ = errno;                 \
+    __typeof__(call) hk_result_ = (call);  \
+    errno = hk_errno_;                     \
+    hk_result_;                            \
+  })
+
+/* The allocator's locks.  fork's prepare handler (init.c) takes them all and
+ * its parent and child handlers let them go; handlers another library
+ * registered before the allocator's run in between (the C library runs
+ * prepare handlers last registered first, the others first registered
+ * first), on the thread that holds them all: what they allocate takes no
+ * lock, since no other thread can be inside.  Each thread counts the locks
+ * it holds: a fork from a signal handler that interrupted the allocator
+ * must not wait for them. */
+extern __thread bool hk_forking __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
+extern __thread unsigned hk_locks_held __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
+extern __thread unsigned hk_fork_depth __attribute__((tls_model("initial-exec"))) HK_HIDDEN;  /* in fork's handlers */
+/* The count covers the lock from before it is taken to after it is let go:
+ * a signal handler sees a count above 0 wherever the lock may be held. */
+static inline void hk_lock(pthread_mutex_t *m) {
+  if (hk_forking) return;
+  hk_locks_held++;
+  pthread_mutex_lock(m);
+}
+static inline void hk_unlock(pthread_mutex_t *m) {
+  if (hk_forking) return;
+  pthread_mutex_unlock(m);
+  hk_locks_held--;
+}
+static inline int hk_trylock(pthread_mutex_t *m) {
+  if (hk_forking) return 0;
+  hk_locks_held++;
+  int busy = pthread_mutex_trylock(m);
+  hk_locks_held -= busy != 0;
+  return busy;
+}
+
+/* ---- the address space's layout ---------------------------------------------- */
+#define HK_UNIT_SHIFT 16                       /* 64 KiB: granule of the class map */
+#define HK_UNIT_SIZE ((size_t)1 << HK_UNIT_SHIFT)
+#define HK_NCLASS 112                          /* size classes 1..112; 0 = none */
+#define HK_TABLE_MAX 8192                      /* sizes looked up in hk_class_table */
+#define HK_CLASS_MAX ((size_t)1 << 20)         /* largest size class: 1 MiB */
+#define HK_SMALL_MAX (HK_CLASS_MAX - HK_CANARY) /* largest request the classes serve */
+#define HK_SS_SHIFT 22                          /* SuperSlab: 4 MiB, aligned to its size */
+#define HK_SS_SIZE ((size_t)1 << HK_SS_SHIFT)
+#define HK_REGION_SIZE ((size_t)128 << 20)      /* huge blocks share regions this big */
+#define HK_LARGE_MIN ((size_t)32 * 1024)        /* classes above: one block per slab */
+#define HK_PAGE_SIZE ((size_t)4096)
+#define HK_UNIT_PAGES (HK_UNIT_SIZE / HK_PAGE_SIZE)  /* 16 */
+#define HK_CACHELINE 64
+
+#define hk_min(a, b) ((a) < (b) ? (a) : (b))
+#define hk_max(a, b) ((a) > (b) ? (a) : (b))
+
+static inline size_t hk_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+/* Doubly linked lists of slabs or SuperSlabs: any struct with `next` and
+ * `prev`; `head` points at the list's first node (arguments are evaluated
+ * more than once). */
+#define hk_list_push(head, node)                \
+  do {                                          \
+    (node)->prev = NULL;                        \
+    (node)->next = *(head);                     \
+    if (*(head)) (*(head))->prev = (node);      \
+    *(head) = (node);                           \
+  } while (0)
+#define hk_list_remove(head, node)                          \
+  do {                                                      \
+    if ((node)->prev) (node)->prev->next = (node)->next;    \
+    else *(head) = (node)->next;                            \
+    if ((node)->next) (node)->next->prev = (node)->prev;    \
+    (node)->next = (node)->prev = NULL;                     \
+  } while (0)
+/* A SuperSlab's unit bitmap: the run of n bits all set in `free`, starting
+ * at a bit set in `starts`, with the fewest bits outside `warm` (free memory
+ * still resident: reusing it costs no page fault), or -1.  *cold gets that
+ * number.  Ties go to the lowest start for single bits and to the highest
+ * for longer runs, so that long-lived small runs do not cut up the space
+ * long ones need.  The best fit of huge regions (hk_region_fit), tried for
+ * SuperSlabs too, spread a thread's slabs over more SuperSlabs and cost more
+ * speed than the memory it saved was worth (README, How it works:
+ * SuperSlabs). */
+static inline uint64_t hk_bits(unsigned at, unsigned n) { return (n >= 64 ? ~0ull : (1ull << n) - 1) << at; }
+static inline int hk_find_run(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned *cold) {
+  starts &= free;  /* bit i of `starts` ends up set when bits i .. i+n-1 are all free */
+  for (unsigned i = 1; i < n && starts; i++) starts &= free >> i;
+  if (!starts) return -1;
+  if (n == 1) {
+    uint64_t w = starts & warm;
+    *cold = !w;
+    return __builtin_ctzll(w ? w : starts);
+  }
+  int best = -1;
+  *cold = n + 1;
+  for (; starts && *cold; starts &= ~(1ull << (63 - __builtin_clzll(starts)))) {
+    int s = 63 - __builtin_clzll(starts);
+    unsigned c = (unsigned)__builtin_popcountll(hk_bits((unsigned)s, n) & ~warm);
+    if (c < *cold) *cold = c, best = s;
+  }
+  return best;
+}
+
+static inline bool hk_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+/* ---- the size classes' table (computed by the slab layer: size_class.c) ---- */
+typedef struct hk_class_info {
+  uint32_t size;           /* block size */
+  uint16_t capacity;       /* blocks in one slab */
+  uint8_t units;           /* 64 KiB units one slab spans */
+  uint16_t first;          /* offset of a slab's first block in its first unit (see hk_on_boundary) */
+  int16_t cap;             /* thread cache capacity (blocks) */
+  uint16_t batch;          /* blocks moved from the central cache per refill */
+} hk_class_info_t;
+
+extern hk_class_info_t hk_classes[HK_NCLASS + 1] HK_HIDDEN;
+
+/* 16..256 B in steps of 16, then 8 classes per doubling up to 1 MiB: at most
+ * 12.5 % of a block is lost to rounding (about 6 % on average). */
+/* Class of a size 1..HK_CLASS_MAX, by arithmetic (the table serves the fast path). */
+static inline unsigned hk_size_to_class(size_t n) {
+  if (n <= 256) return n <= 16 ? 1 : (unsigned)((n + 15) >> 4);
+  unsigned b = 63u - (unsigned)__builtin_clzl(n - 1);  /* n-1 in [2^b, 2^(b+1)) */
+  return 17u + (b - 8u) * 8u + (unsigned)((n - 1) >> (b - 3)) - 8u;
+}
+
+/* Large classes (above HK_LARGE_MIN): one block per slab, no central cache,
+ * a thread cache bounded by bytes rather than by count. */
+#define HK_FIRST_LARGE_CLASS hk_size_to_class(HK_LARGE_MIN + 1)
+static inline bool hk_class_is_large(unsigned cls) { return cls >= HK_FIRST_LARGE_CLASS; }
+/* Large classes above this have their blocks in the huge regions (huge.c). */
+#define HK_REGION_CLASS_MIN ((size_t)256 * 1024)
+static inline bool hk_class_in_regions(unsigned cls) { return hk_classes[cls].size > HK_REGION_CLASS_MIN; }
+
+/* ---- options (options.c): read once at start-up, from one table ----------- */
+enum { HK_PROFILE_SPEED, HK_PROFILE_BALANCED, HK_PROFILE_LEAN, HK_NPROFILES };
+enum { HK_DECOMMIT_OFF, HK_DECOMMIT_FREE, HK_DECOMMIT_DONTNEED };
+typedef struct hk_options {   /* every field a size_t, written through the table */
+  size_t purge_delay_ms;      /* free memory older than this goes back to the OS */
+  size_t background_purge;    /* a purger thread gives memory back while the program idles */
+  size_t warm_pool_size;      /* empty SuperSlabs kept mapped per arena */
+  size_t mem_lean;            /* lean mode: free resident memory capped, no prewarm */
+  size_t decommit;            /* HK_DECOMMIT_*: how memory is given back */
+  size_t lean_target_mb;      /* lean mode's cap on free resident memory */
+  size_t large_cache;         /* bytes of large blocks all thread caches may hold */
+  size_t huge_thp;            /* huge blocks on transparent huge pages */
+  size_t ss_thp;              /* SuperSlabs on transparent huge pages (the first: superslab.c) */
+  size_t prewarm_all;         /* blocks prewarmed per class up to 2 KiB ... */
+  size_t prewarm[8];          /* ... or per seeds' class C0..C7 (HK_OPT_UNSET: as prewarm_all) */
+  size_t os_stats;            /* print OS-call counters at exit */
+  size_t stats;               /* print the statistics at exit */
+  size_t front_metrics;       /* print the per-class front metrics (CSV) at exit */
+  size_t front_dump;          /* ... and each thread's when it exits */
+  size_t verbose;             /* print the options in force at start-up */
+} hk_options_t;
+
+enum { HK_OPT_BOOL, HK_OPT_UINT, HK_OPT_SIZE, HK_OPT_ENUM };
+#define HK_OPT_UNSET SIZE_MAX
+#define HK_OPT_PROFILE_FIELD SIZE_MAX  /* the profile row has no field of its own */
+typedef struct hk_option {
+  const char *name;                 /* the environment variable */
+  size_t offset;                    /* of its field in hk_options_t */
+  unsigned type;                    /* HK_OPT_* */
+  size_t def[HK_NPROFILES];         /* default under each profile */
+  size_t max;                       /* largest value (numbers) */
+  const char *const *names;         /* values of an HK_OPT_ENUM, NULL-terminated */
+  const char *meaning;
+} hk_option_t;
+
+extern hk_options_t hk_opt HK_HIDDEN;
+extern unsigned hk_profile HK_HIDDEN;
+extern const hk_option_t hk_option_table[] HK_HIDDEN;
+extern const unsigned hk_option_count HK_HIDDEN;
+HK_HIDDEN void hk_options_init(bool huge_pages);  /* huge_pages: the kernel gives transparent huge pages */
+HK_HIDDEN void hk_options_print(void);
+HK_HIDDEN void hk_option_format(const hk_option_t *o, size_t value, char *buf, size_t len);
+HK_HIDDEN unsigned hk_prewarm_count(unsigned cls);
+
+/* ---- counters (counters.c): news for the layers above ---------------------- */
+enum {
+  HK_PURGE_DUE,    /* a tick: what has been free since before the last one */
+  HK_PURGE_OLD,    /* lean mode over its target: `want` bytes of what has been free since
+                      before the last tick */
+  HK_PURGE_DIRTY,  /* then `want` bytes of any free, the oldest first */
+  HK_PURGE_ALL,    /* malloc_trim: everything, parked batches and empty mappings too */
+};
+extern atomic_bool hk_purge_pending HK_HIDDEN;  /* some free memory waits for a tick */
+/* Free memory to give back later: the purge schedule (service) will see it. */
+static inline void hk_purge_note(void) {
+  if (!atomic_load_explicit(&hk_purge_pending, memory_order_relaxed)) atomic_store(&hk_purge_pending, true);
+}
+/* A layer's count of free resident bytes grew or shrank: each layer (an
+ * arena, the huge regions) keeps its own, written under its own lock on a
+ * line no other layer's threads write, and read by hk_purge_resident. */
+extern __thread size_t hk_resident_mine __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
+static inline void hk_resident_add(size_t *count, ptrdiff_t bytes) {
+  __atomic_store_n(count, *count + (size_t)bytes, __ATOMIC_RELAXED);
+  hk_resident_mine += (size_t)bytes;  /* this thread's changes: lean mode's view of the counts (purge.c) */
+  if (bytes > 0) hk_purge_note();
+}
+/* Lean mode's learning (purge.c): the bytes its last trim gave back, and the
+ * fresh bytes taken since, and when (ms) they came to half of those (0: not
+ * yet). */
+extern atomic_size_t hk_lean_trimmed, hk_lean_retaken HK_HIDDEN;
+extern _Atomic uint64_t hk_lean_retaken_ms HK_HIDDEN;
+HK_HIDDEN void hk_fresh_taken(size_t bytes);  /* fresh memory taken from the OS */
+/* The bytes handed out of the central caches and huge regions, and their
+ * peak (hak_stats_get's). */
+extern atomic_llong hk_out_bytes HK_HIDDEN;
+extern atomic_size_t hk_out_peak HK_HIDDEN;
+HK_HIDDEN void hk_out_add(ptrdiff_t bytes);
+HK_HIDDEN size_t hk_out_note_peak(size_t now);  /* the peak raised to `now` if below; returns it */
+HK_HIDDEN uint64_t hk_now_ms(void);  /* CLOCK_MONOTONIC_COARSE */
+
+/* ---- messages (message.c): formatted on the stack, written with write(2) --- */
+HK_HIDDEN void hk_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+HK_HIDDEN __attribute__((noreturn)) void hk_fatal(const char *what, const void *p);
+/* An invariant of the slow paths, checked in the standard builds and
+ * compiled out (condition included) in fast. */
+#define hk_assert(cond, what)                                                    \
+  do {                                                                           \
+    if (HAK_CHECKS && hk_unlikely(!(cond))) hk_fatal("internal check failed: " what, NULL); \
+  } while (0)
+HK_HIDDEN __attribute__((noreturn, cold)) void hk_corrupted(const void *b);
+HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse_freed(const void *p, unsigned cls);
+
+#endif

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* Counters: how the layers tell the ones above of their work without a call
+ * up.  The regions and the central cache say that free memory waits for the
+ * purge schedule (hk_purge_note) and how much of it is resident
+ * (hk_resident_add); the regions, how much fresh memory they took (lean
+ * mode's cap learns from it); thread caches and huge blocks, how many bytes
+ * are out (statistics' peak).  The purge schedule and statistics read them. */
+#include <time.h>
+#include "base/base.h"
+
+atomic_bool hk_purge_pending;
+__thread size_t hk_resident_mine;
+atomic_size_t hk_lean_trimmed, hk_lean_retaken;
+_Atomic uint64_t hk_lean_retaken_ms;
+atomic_llong hk_out_bytes;
+atomic_size_t hk_out_peak;
+
+uint64_t hk_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void hk_fresh_taken(size_t bytes) {
+  if (!hk_opt.mem_lean) return;
+  size_t before = atomic_fetch_add_explicit(&hk_lean_retaken, bytes, memory_order_relaxed);
+  size_t half = atomic_load_explicit(&hk_lean_trimmed, memory_order_relaxed) / 2;
+  if (half && before < half && before + bytes >= half)
+    atomic_store_explicit(&hk_lean_retaken_ms, hk_now_ms(), memory_order_relaxed);
+}
+
+size_t hk_out_note_peak(size_t now) {
+  size_t peak = atomic_load_explicit(&hk_out_peak, memory_order_relaxed);
+  while (now > peak && !atomic_compare_exchange_weak_explicit(&hk_out_peak, &peak, now, memory_order_relaxed,
+                                                              memory_order_relaxed)) {
+  }
+  return hk_max(peak, now);
+}
+
+/* Signed: threads report in steps, and one may give back what another has
+ * not reported taking yet. */
+void hk_out_add(ptrdiff_t bytes) {
+  long long now = atomic_fetch_add_explicit(&hk_out_bytes, bytes, memory_order_relaxed) + bytes;
+  if (bytes > 0 && now > 0) hk_out_note_peak((size_t)now);
+}

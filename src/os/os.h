@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/* The OS layer (os.c): every mmap, munmap, mremap, madvise and mprotect
+ * hakmem makes goes through here and is counted; the space reserved at
+ * start-up for SuperSlabs and regions. */
+#ifndef HK_OS_H
+#define HK_OS_H
+
+#include "base/base.h"
+
+HK_HIDDEN void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset);
+HK_HIDDEN void hk_os_unmap(void *p, size_t size);  /* a slot of the space goes back to it */
+#define HK_SPACE_SIZE ((size_t)1 << 30)           /* reserved with the class map when it can be */
+HK_HIDDEN void hk_os_space_init(void *start, size_t size);
+HK_HIDDEN void *hk_os_space_take(size_t size);  /* HK_SS_SIZE or HK_REGION_SIZE; NULL if none free */
+HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target);
+HK_HIDDEN size_t hk_os_page_size(void);
+HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, inaccessible */
+HK_HIDDEN bool hk_os_protect_as(void *p, size_t size, int prot);    /* mprotect: PROT_* */
+HK_HIDDEN void hk_os_munlock(void *p, size_t size);
+HK_HIDDEN void hk_os_space_unlock_untaken(void);           /* after mlockall without MCL_FUTURE */
+HK_HIDDEN void hk_os_space_lock(void);                      /* no slot taken meanwhile */
+HK_HIDDEN void hk_os_space_unlock(bool child);
+HK_HIDDEN int hk_os_mlockall(int flags);                             /* the system call itself */
+HK_HIDDEN bool hk_os_read(void *dst, const void *src, size_t n);  /* a fault-safe copy of this process's memory */
+HK_HIDDEN void hk_os_discard(void *p, size_t size);  /* its pages gone: zero when next read */
+HK_HIDDEN bool hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says; false if refused */
+HK_HIDDEN bool hk_os_huge_pages_available(void);  /* the kernel gives transparent huge pages to this process */
+HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */
+HK_HIDDEN void hk_os_collapse_huge(void *p, size_t size);  /* and made of the pages there now */
+HK_HIDDEN bool hk_os_unit_pages(void *p, unsigned n, uint8_t *pages);  /* pages[i]: 4 KiB pages resident in unit i of n <= 64 from p */
+HK_HIDDEN unsigned hk_os_resident_pages(void *p, size_t size);  /* of [p, p+size), in 4 KiB pages, at most 4 MiB of them */
+HK_HIDDEN void hk_os_advise_small(void *p, size_t size);  /* no huge pages there, even where THP is "always" */
+HK_HIDDEN void *hk_os_space_first(void);  /* the space's first SuperSlab slot, or NULL */
+HK_HIDDEN void hk_os_protect(void *p, size_t size, bool access);  /* guard pages: access or not */
+HK_HIDDEN unsigned hk_os_cpus(void);  /* CPUs the process may run on */
+HK_HIDDEN void hk_os_set_ceiling(uintptr_t ceiling);  /* new mappings go below it */
+
+#endif

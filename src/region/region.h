@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/* Regions: SuperSlabs (superslab.c), 4 MiB cut into 64 KiB units for slabs,
+ * and the regions of huge blocks (huge.c), 128 MiB cut into units for huge
+ * blocks and the large classes above 256 KiB; both in arenas, each behind
+ * its own lock, the arena given by the caller. */
+#ifndef HK_REGION_H
+#define HK_REGION_H
+
+#include "map/map.h"
+
+#define HK_SS_UNITS (HK_SS_SIZE / HK_UNIT_SIZE) /* 64 units; unit 0 holds the header */
+#define HK_SS_CHUNK 8                           /* most SuperSlabs mapped by one mmap */
+#define HK_SS_DENSE_PAGES 256                   /* resident pages that turn half of the first SuperSlab huge, */
+#define HK_SS_DENSE_EVERY 8                     /* looked at on every 8th new slab, */
+#define HK_SS_DENSE_LOOKS 16                    /* 16 times at most */
+#define HK_REGION_UNITS (HK_REGION_SIZE / HK_UNIT_SIZE)  /* cut into units */
+#define HK_REGION_WORDS (HK_REGION_UNITS / 64)
+#define HK_REGION_HEADER_UNITS 32               /* the header's 2 MiB */
+/* Units never given to slabs: the header; in the hardened build also the
+ * last unit, mapped inaccessible, so that an overrun off the end of one
+ * SuperSlab faults before it reaches the next. */
+#define HK_SS_RESERVED (HAK_HARDENED ? 1ull | 1ull << 63 : 1ull)
+#define HK_ARENAS 8                             /* independently locked sets of SuperSlabs */
+
+/* ---- slabs and SuperSlabs (superslab.c) ------------------------------------ */
+typedef struct hk_slab {
+  void *free;               /* blocks returned to the slab */
+  uint8_t *start;           /* first block; the slab's first unit */
+  uint32_t block_size;
+  uint16_t capacity;        /* blocks in the slab */
+  uint16_t carved;          /* blocks handed out at least once: start + carved*size is fresh */
+  uint16_t nfree;           /* blocks on the free list */
+  uint8_t cls;              /* 0: the unit is not the head of a slab */
+  uint8_t units;
+  struct hk_slab *next, *prev;  /* the class's list of slabs with blocks to give */
+} hk_slab_t;
+
+typedef struct hk_superslab {
+  uint64_t used;                      /* bitmap of units in use; bit 0 is this header */
+  uint64_t dirty;                     /* free units still resident, freed this purge epoch */
+  uint64_t dirty_old;                 /* ... freed the epoch before: given back at the next tick */
+  uint64_t stale;                     /* free units given back that may still hold old data (MADV_FREE, refused) */
+  uint8_t arena;                      /* the arena this SuperSlab belongs to */
+  bool bare;                          /* empty, its never-used units given back too (huge pages
+                                         made them resident unseen) */
+  struct hk_superslab *next, *prev;   /* list of SuperSlabs with free units */
+  uint8_t head_unit[HK_SS_UNITS];     /* first unit of the slab each unit belongs to */
+  hk_slab_t slabs[HK_SS_UNITS];       /* descriptor of the slab headed by each unit */
+} hk_superslab_t;
+
+static inline hk_superslab_t *hk_superslab_of(const void *p) {
+  return (hk_superslab_t *)((uintptr_t)p & ~(HK_SS_SIZE - 1));
+}
+static inline hk_slab_t *hk_slab_of(const void *p) {
+  hk_superslab_t *ss = hk_superslab_of(p);
+  unsigned unit = (unsigned)((uintptr_t)p >> HK_UNIT_SHIFT) & (HK_SS_UNITS - 1);
+  return &ss->slabs[ss->head_unit[unit]];
+}
+
+HK_HIDDEN void hk_arenas_init(unsigned cpus);
+HK_HIDDEN unsigned hk_arena_assign(void);       /* the arena of a new thread */
+/* from the calling thread's arena (warm: only on free units still resident, in any arena); *zero: its units read as zero */
+HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, bool warm, bool *zero);
+HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
+HK_HIDDEN void *hk_large_take(unsigned cls, unsigned arena, bool warm, bool *zero);  /* large classes: one-block slabs */
+HK_HIDDEN void hk_large_release(unsigned cls, void *chain);
+/* The size of the block of the SuperSlab (huge region) holding p, live or
+ * freed, and whether it is live; 0 if p is not where a block started. */
+HK_HIDDEN size_t hk_superslab_block_of(const void *p, bool *live);
+HK_HIDDEN size_t hk_superslab_used_bytes(void);  /* of units given to slabs */
+HK_HIDDEN size_t hk_superslab_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
+HK_HIDDEN size_t hk_superslab_resident(void);  /* bytes of free units still resident */
+HK_HIDDEN void hk_superslab_fork_lock(void);
+HK_HIDDEN void hk_superslab_fork_unlock(bool child);
+
+/* ---- huge blocks (huge.c) ----------------------------------------------------- */
+/* A huge block from the regions of `arena`'s set (or any other's, or a
+ * mapping of its own); *bytes: what it takes of them.  NULL if there is no
+ * room (errno ENOMEM for a size beyond any room). */
+HK_HIDDEN void *hk_huge_alloc(size_t size, size_t alignment, bool zero, unsigned arena, size_t *bytes);
+/* Whether a huge block of `size` bytes aligned to `alignment` could be had
+ * at all: its mapping's size fits a ptrdiff_t. */
+static inline bool hk_huge_possible(size_t size, size_t alignment) {
+  size_t limit = (size_t)PTRDIFF_MAX - HK_REGION_SIZE;
+  return alignment <= limit / 2 && size <= limit - alignment;
+}
+HK_HIDDEN void *hk_huge_take_class(unsigned cls, unsigned arena, bool *zero);  /* a block of a large class above HK_REGION_CLASS_MIN */
+HK_HIDDEN void hk_huge_release_class(unsigned cls, void *chain);
+/* The stretches of free units of a region, in no order: the shortest that
+ * holds a block is where it goes first, found without a walk over the
+ * region's bitmap.  At most every other unit past the header starts one.
+ * Each stretch's first and last units keep its place in the list, so that
+ * taking from one (given its first unit) and giving back next to one find
+ * it without a pass over the list. */
+#define HK_REGION_STRETCHES (HK_REGION_UNITS / 2)
+typedef struct hk_stretches {
+  unsigned count;
+  uint32_t span[HK_REGION_STRETCHES];  /* length << 16 | first unit: one load, and the key of the search */
+  uint16_t place[HK_REGION_UNITS];     /* at each stretch's first and last unit: its index; elsewhere stale */
+} hk_stretches_t;
+static inline unsigned hk_stretch_at(const hk_stretches_t *s, unsigned i) { return s->span[i] & 0xffff; }
+static inline unsigned hk_stretch_len(const hk_stretches_t *s, unsigned i) { return s->span[i] >> 16; }
+/* [u, u+n) lies in the stretch that starts at unit `start` */
+HK_HIDDEN void hk_stretches_take(hk_stretches_t *s, unsigned start, unsigned u, unsigned n);
+HK_HIDDEN void hk_stretches_give(hk_stretches_t *s, unsigned u, unsigned n);  /* [u, u+n) was in use */
+/* The shortest stretch of at least n units (the lowest of equals): its
+ * length, and its first unit in *at; 0 if none. */
+HK_HIDDEN unsigned hk_stretches_shortest(const hk_stretches_t *s, unsigned n, unsigned *at);
+/* Where n units go in a region (huge.c): -1 if nowhere with at most `limit` cold units. */
+HK_HIDDEN int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n, unsigned step,
+                            unsigned limit, unsigned *cold, unsigned *slack);
+HK_HIDDEN size_t hk_huge_free(void *p);  /* the bytes it took; 0 if p is not a live huge block */
+/* Resizes huge block p where it is, or moves its pages (mremap): p, the new
+ * place, or NULL if neither can be done (a copy is the caller's); *old_size:
+ * its usable size, 0 if p is not a live huge block; *grown: the bytes it
+ * took more. */
+HK_HIDDEN void *hk_huge_resize(void *p, size_t size, size_t *old_size, ptrdiff_t *grown);
+HK_HIDDEN size_t hk_huge_usable_size(const void *p);  /* 0 if p is not a huge block */
+HK_HIDDEN size_t hk_huge_block_of(const void *p, bool *live);
+HK_HIDDEN void hk_huge_counts(size_t *blocks, size_t *bytes, bool peak);  /* in use (or their peaks), as the program sees them */
+HK_HIDDEN size_t hk_huge_used_bytes(void);                      /* of the units in use */
+HK_HIDDEN size_t hk_huge_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
+HK_HIDDEN size_t hk_huge_nonresident(void);  /* of the free bytes counted resident, those not (mincore) */
+HK_HIDDEN size_t hk_huge_resident(void);  /* bytes of free units and cached jumbo regions still resident */
+HK_HIDDEN void hk_huge_fork_lock(void);
+HK_HIDDEN void hk_huge_fork_unlock(bool child);
+
+#endif
