@@ -60,6 +60,10 @@ SUITE = (
     ),
     Bench("prodcons-64B", "prodcons", (5000000, 1024, 1, 64, 64, 2), (1000000, 1024, 1, 64, 64, 2),
           (10000, 64, 1, 64, 64, 2), one_thread=False),
+    # more threads than CPUs, left to the scheduler: 2 producers and 2 consumers hand over batches of 4096
+    # blocks of 64 B through a mutex and condition variables, a queue of 100 batches (threads sleep and wake)
+    Bench("prodcons_batch", "prodcons_batch", (2000, 4096, 64, 64, 2, 2, 100, 1), (250, 4096, 64, 64, 2, 2, 100, 1),
+          (3, 256, 64, 64, 2, 2, 4, 1), one_thread=False),
     # memory to and from the OS: blocks of megabytes, threads that come and go
     Bench("big_blocks", "big_blocks", (300, 8, 1, 1 << 20, 64 << 20), (40, 8, 1, 1 << 20, 64 << 20),
           (3, 2, 1, 1 << 20, 4 << 20)),
@@ -71,6 +75,8 @@ SUITE = (
           one_thread=False),
     Bench("thread_churn", "thread_churn", (20, 4, 100000, 1000, 1), (5, 4, 20000, 1000, 1), (2, 2, 500, 100, 1),
           one_thread=False),
+    # threads that live for one calloc and one free of 128 B, 10 alive at a time: a thread's set-up and tear-down
+    Bench("thread_once", "thread_once", (5000, 10, 128), (1000, 10, 128), (50, 4, 128), one_thread=False),
 )
 
 # Not a throughput benchmark: a peak, then RSS sampled while the program is
