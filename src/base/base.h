@@ -179,6 +179,53 @@ static inline int hk_find_run(uint64_t free, uint64_t warm, unsigned n, uint64_t
   return best;
 }
 
+/* How many of the `len` bits of `mask` are set in x: without the call
+ * __builtin_popcountll is on x86-64's baseline where they are all set or
+ * all clear, as they mostly are. */
+static inline unsigned hk_bits_in(uint64_t x, uint64_t mask, unsigned len) {
+  x &= mask;
+  return x == mask ? len : x ? (unsigned)__builtin_popcountll(x) : 0;
+}
+
+/* Units [at, end) of a bitmap a word at a time: for (hk_span_t s = hk_span(u, n);
+ * hk_span_next(&s);) visits word s.k, whose bits of them are s.mask, s.len of
+ * them. */
+typedef struct hk_span {
+  unsigned at, end, k, len;
+  uint64_t mask;
+} hk_span_t;
+static inline hk_span_t hk_span(unsigned at, unsigned n) { return (hk_span_t){.at = at, .end = at + n}; }
+static inline __attribute__((always_inline)) bool hk_span_next(hk_span_t *s) {
+  if (s->at >= s->end) return false;
+  s->k = s->at / 64;
+  s->len = hk_min(64 - s->at % 64, s->end - s->at);
+  s->mask = hk_bits(s->at % 64, s->len);
+  s->at += s->len;
+  return true;
+}
+
+static inline void hk_bits_set(uint64_t *w, unsigned at, unsigned n) {
+  for (hk_span_t s = hk_span(at, n); hk_span_next(&s);) w[s.k] |= s.mask;
+}
+static inline unsigned hk_bits_count(const uint64_t *w, unsigned at, unsigned n) {
+  unsigned count = 0;
+  for (hk_span_t s = hk_span(at, n); hk_span_next(&s);) count += hk_bits_in(w[s.k], s.mask, s.len);
+  return count;
+}
+
+/* The first unit from `from` on, below `end`, whose bit is `value`; else `end`. */
+static inline __attribute__((always_inline)) unsigned hk_bits_next(const uint64_t *w, unsigned from, bool value,
+                                                                    unsigned end) {
+  if (from >= end) return end;
+  uint64_t flip = value ? 0 : ~0ull;
+  unsigned k = from / 64, words = (end + 63) / 64;
+  uint64_t x = (w[k] ^ flip) >> (from % 64);
+  if (x) return hk_min(from + (unsigned)__builtin_ctzll(x), end);
+  while (++k < words)
+    if (w[k] != flip) return hk_min(k * 64 + (unsigned)__builtin_ctzll(w[k] ^ flip), end);
+  return end;
+}
+
 static inline bool hk_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 /* ---- the size classes' table (computed by the slab layer: size_class.c) ---- */

@@ -101,55 +101,6 @@ size_t hk_huge_resident(void) {
 static size_t units(size_t size) { return (size + HK_UNIT_SIZE - 1) >> HK_UNIT_SHIFT; }
 static size_t units_bytes(size_t n) { return n << HK_UNIT_SHIFT; }
 
-/* ---- unit bitmaps of HK_REGION_UNITS bits ------------------------------------ */
-
-/* How many of the `len` bits of `mask` are set in x: without the call
- * __builtin_popcountll is on x86-64's baseline where they are all set or
- * all clear, as they mostly are. */
-static unsigned bits_in(uint64_t x, uint64_t mask, unsigned len) {
-  x &= mask;
-  return x == mask ? len : x ? (unsigned)__builtin_popcountll(x) : 0;
-}
-
-/* Units [at, end) of a bitmap a word at a time: for (span_t s = span(u, n);
- * span_next(&s);) visits word s.k, whose bits of them are s.mask, s.len of
- * them. */
-typedef struct span {
-  unsigned at, end, k, len;
-  uint64_t mask;
-} span_t;
-static span_t span(unsigned at, unsigned n) { return (span_t){.at = at, .end = at + n}; }
-static inline __attribute__((always_inline)) bool span_next(span_t *s) {
-  if (s->at >= s->end) return false;
-  s->k = s->at / 64;
-  s->len = hk_min(64 - s->at % 64, s->end - s->at);
-  s->mask = hk_bits(s->at % 64, s->len);
-  s->at += s->len;
-  return true;
-}
-
-static void bits_set(uint64_t *w, unsigned at, unsigned n) {
-  for (span_t s = span(at, n); span_next(&s);) w[s.k] |= s.mask;
-}
-static unsigned bits_count(const uint64_t *w, unsigned at, unsigned n) {
-  unsigned count = 0;
-  for (span_t s = span(at, n); span_next(&s);) count += bits_in(w[s.k], s.mask, s.len);
-  return count;
-}
-
-/* The first unit from `from` on, below `end`, whose bit is `value`; else `end`. */
-static inline __attribute__((always_inline)) unsigned bits_next(const uint64_t *w, unsigned from, bool value,
-                                                                 unsigned end) {
-  if (from >= end) return end;
-  uint64_t flip = value ? 0 : ~0ull;
-  unsigned k = from / 64, words = (end + 63) / 64;
-  uint64_t x = (w[k] ^ flip) >> (from % 64);
-  if (x) return hk_min(from + (unsigned)__builtin_ctzll(x), end);
-  while (++k < words)
-    if (w[k] != flip) return hk_min(k * 64 + (unsigned)__builtin_ctzll(w[k] ^ flip), end);
-  return end;
-}
-
 /* Where a run of n units goes in a region: at a multiple of `step`, in a
  * stretch of free units (clear in `used`), with the fewest units outside
  * `warm` (free units still resident: no page fault); then in the shortest
@@ -172,7 +123,7 @@ static void fit_try(hk_fit_t *f, const uint64_t *warm, unsigned p, unsigned n, u
   unsigned s = hi - lo - n, e = hk_min(p - lo, hi - n - p);
   bool closer = s < f->slack || (s == f->slack && (e < f->edge || (e == f->edge && (int)p < f->at)));
   if (f->at >= 0 && f->cold == 0 && !closer) return;  /* no count of cold units beats it */
-  unsigned k = n - bits_count(warm, p, n);
+  unsigned k = n - hk_bits_count(warm, p, n);
   if (f->at < 0 ? k < f->cold : k < f->cold || (k == f->cold && closer)) *f = (hk_fit_t){(int)p, k, s, e};
 }
 
@@ -245,9 +196,9 @@ unsigned hk_stretches_shortest(const hk_stretches_t *s, unsigned n, unsigned *at
 int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n, unsigned step,
                   unsigned limit, unsigned *cold, unsigned *slack) {
   hk_fit_t f = {-1, limit + 1, HK_REGION_UNITS, HK_REGION_UNITS};
-  for (unsigned lo = bits_next(used, 0, false, end), hi; lo < HK_REGION_UNITS;
-       lo = hi < HK_REGION_UNITS ? bits_next(used, hi, false, end) : hi) {
-    hi = bits_next(used, lo, true, end);
+  for (unsigned lo = hk_bits_next(used, 0, false, end), hi; lo < HK_REGION_UNITS;
+       lo = hi < HK_REGION_UNITS ? hk_bits_next(used, hi, false, end) : hi) {
+    hi = hk_bits_next(used, lo, true, end);
     if (hi == end) hi = HK_REGION_UNITS;
     if (hi - lo < n || (f.cold == 0 && hi - lo - n > f.slack)) continue;
     unsigned last = hi - n, warm_end = hk_min(hi, end);
@@ -256,11 +207,11 @@ int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsi
       continue;
     }
     fit_try(&f, warm, lo, n, lo, hi);
-    unsigned w = bits_next(warm, lo, true, warm_end);
-    if (w == warm_end || (w == lo && bits_next(warm, lo, false, warm_end) == hi)) continue;  /* all cold or all warm: lo */
+    unsigned w = hk_bits_next(warm, lo, true, warm_end);
+    if (w == warm_end || (w == lo && hk_bits_next(warm, lo, false, warm_end) == hi)) continue;  /* all cold or all warm: lo */
     fit_try(&f, warm, last, n, lo, hi);
-    for (unsigned we; w < warm_end; w = bits_next(warm, we, true, warm_end)) {
-      we = bits_next(warm, w, false, warm_end);
+    for (unsigned we; w < warm_end; w = hk_bits_next(warm, we, true, warm_end)) {
+      we = hk_bits_next(warm, w, false, warm_end);
       fit_try(&f, warm, hk_min(w, last), n, lo, hi);
       fit_try(&f, warm, we >= lo + n ? hk_min(we - n, last) : lo, n, lo, hi);
     }
@@ -295,12 +246,12 @@ static bool stretches_follow(const hk_region_t *r) {
   uint64_t free[HK_REGION_WORDS] = {0};
   for (unsigned i = 0; i < r->free.count; i++) {
     unsigned at = hk_stretch_at(&r->free, i), len = hk_stretch_len(&r->free, i), end = at + len;
-    if (!len || end > HK_REGION_UNITS || bits_count(free, at, len) || r->free.place[at] != i ||
+    if (!len || end > HK_REGION_UNITS || hk_bits_count(free, at, len) || r->free.place[at] != i ||
         r->free.place[end - 1] != i ||
         (at > 0 && !(r->used[(at - 1) / 64] >> (at - 1) % 64 & 1)) ||
         (end < HK_REGION_UNITS && !(r->used[end / 64] >> end % 64 & 1)))
       return false;
-    bits_set(free, at, len);
+    hk_bits_set(free, at, len);
   }
   for (unsigned k = 0; k < HK_REGION_WORDS; k++)
     if (free[k] != ~r->used[k]) return false;
@@ -315,9 +266,9 @@ static bool stretches_follow(const hk_region_t *r) {
  * block's, mostly follows other huge blocks. */
 static void stretches_rebuild(hk_region_t *r) {
   r->free.count = 0;
-  for (unsigned lo = bits_next(r->used, 0, false, HK_REGION_UNITS), hi; lo < HK_REGION_UNITS;
-       lo = bits_next(r->used, hi, false, HK_REGION_UNITS)) {
-    hi = bits_next(r->used, lo, true, HK_REGION_UNITS);
+  for (unsigned lo = hk_bits_next(r->used, 0, false, HK_REGION_UNITS), hi; lo < HK_REGION_UNITS;
+       lo = hk_bits_next(r->used, hi, false, HK_REGION_UNITS)) {
+    hi = hk_bits_next(r->used, lo, true, HK_REGION_UNITS);
     stretch_set(&r->free, r->free.count++, lo, hi - lo);
   }
   r->stretches_kept = true;
@@ -419,7 +370,7 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, uns
   if (offset) {
     r->used[0] = 1;
   } else {
-    bits_set(r->used, 0, HK_REGION_HEADER_UNITS);
+    hk_bits_set(r->used, 0, HK_REGION_HEADER_UNITS);
     r->free.count = 0;
     hk_stretches_give(&r->free, HK_REGION_HEADER_UNITS, HK_REGION_UNITS - HK_REGION_HEADER_UNITS);
     r->stretches_kept = true;
@@ -430,29 +381,10 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, uns
   return r;
 }
 
-/* The bits of word k that are huge page h's units (32 per page). */
-static uint64_t page_mask(unsigned h) { return hk_bits(h % 2 * 32, 32); }
-
-/* Gives back the units of a shared region set in word k's `bits`; returns
- * the bytes.  Units the kernel refuses to give back (locked pages: mlock)
- * keep their data: they stay stale (calloc clears them), and count as given
- * back, the program's to unlock, not tried again at every tick. */
-static size_t decommit_units(hk_region_t *r, unsigned k, uint64_t bits) {
-  size_t bytes = 0;
-  uint64_t cleared = 0;
-  for (uint64_t rest = bits; rest;) {
-    unsigned b = (unsigned)__builtin_ctzll(rest);
-    uint64_t run = ~(rest >> b);
-    unsigned n = run ? (unsigned)__builtin_ctzll(run) : 64 - b;
-    if (hk_os_decommit((uint8_t *)r + units_bytes((size_t)k * 64 + b), units_bytes(n))) cleared |= hk_bits(b, n);
-    rest &= ~hk_bits(b, n);
-    bytes += units_bytes(n);
-  }
-  if (hk_opt.decommit == HK_DECOMMIT_DONTNEED) r->stale[k] &= ~cleared;
-  r->warm[k] &= ~bits;
-  for (unsigned h = 2 * k; h < 2 * k + 2; h++)
-    if ((bits & page_mask(h)) && (bits & page_mask(h)) != page_mask(h)) r->split |= 1ull << h;
-  return bytes;
+/* A shared region's units, as units.c keeps them. */
+static hk_units_t units_of(hk_region_t *r) {
+  return (hk_units_t){(uint8_t *)r, r->used, r->dirty, r->dirty_old, r->warm, r->stale, &r->split,
+                      HK_REGION_WORDS, &set_of(r)->resident};
 }
 
 /* The first unit of the stretch of free units holding unit u: the one
@@ -477,45 +409,27 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
   bool fresh[2];
   for (int i = 0; i < 2; i++) {
     unsigned k = ends[i] / 2;
-    fresh[i] = hk_opt.huge_thp && !(r->split >> ends[i] & 1) && !((r->used[k] | r->warm[k]) & page_mask(ends[i])) &&
+    fresh[i] = hk_opt.huge_thp && !(r->split >> ends[i] & 1) && !((r->used[k] | r->warm[k]) & hk_page_mask(ends[i])) &&
                !(HAK_HARDENED && ends[i] == ends[1]);
   }
   r->top = hk_max(r->top, hk_min((u + n + 31) / 32 * 32, HK_REGION_UNITS));  /* past the last huge page touched */
   if (r->stretches_kept) hk_stretches_take(&r->free, stretch_start(r, u), u, n);
-  unsigned reused = 0;
-  for (span_t s = span(u, n); span_next(&s);) {
-    reused += bits_in(r->warm[s.k], s.mask, s.len);  /* dirty or dirty_old, never both */
-    r->used[s.k] |= s.mask;
-    r->dirty[s.k] &= ~s.mask;
-    r->dirty_old[s.k] &= ~s.mask;
-    r->warm[s.k] &= ~s.mask;
-  }
-  if (reused) hk_resident_add(&set_of(r)->resident, -(ptrdiff_t)units_bytes(reused));
-  if (reused != n) hk_fresh_taken(units_bytes(n - reused));
+  hk_units_t m = units_of(r);
+  hk_units_take(&m, u, n);
   for (int i = 0; i < 2 && (i == 0 || ends[1] != ends[0]); i++) {
     unsigned k = ends[i] / 2;
-    uint64_t faulted = fresh[i] ? page_mask(ends[i]) & ~r->used[k] : 0;
+    uint64_t faulted = fresh[i] ? hk_page_mask(ends[i]) & ~r->used[k] : 0;
     r->dirty[k] |= faulted;
     r->warm[k] |= faulted;
     if (faulted) hk_resident_add(&set_of(r)->resident, (ptrdiff_t)units_bytes((size_t)__builtin_popcountll(faulted)));
   }
 }
 
-/* Gives back units [u, u+n) of a shared region: resident and free, waiting
- * for the purge, or decommitted at once without a purge delay. */
+/* Gives back units [u, u+n) of a shared region (units.c). */
 static void release_units(hk_region_t *r, unsigned u, unsigned n) {
-  bool now = hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF;
   if (r->stretches_kept) hk_stretches_give(&r->free, u, n);
-  for (span_t s = span(u, n); span_next(&s);) {
-    r->used[s.k] &= ~s.mask;
-    if (now) {
-      decommit_units(r, s.k, s.mask);
-    } else {
-      r->dirty[s.k] |= s.mask;
-      r->warm[s.k] |= s.mask;
-    }
-  }
-  if (!now) hk_resident_add(&set_of(r)->resident, (ptrdiff_t)units_bytes(n));
+  hk_units_t m = units_of(r);
+  hk_units_release(&m, u, n);
 }
 
 /* The first unit past the header where a block aligned to `step` units may start. */
@@ -557,19 +471,18 @@ static void fill_zero(uint8_t *p, const hk_fill_t *f) {
 /* Puts a block of n units at unit u of region r; *f as above. */
 static void *place(hk_region_t *r, unsigned u, unsigned n, hk_fill_t *f) {
   if (f) {
-    unsigned first = bits_next(r->stale, u, true, u + n);
+    unsigned first = hk_bits_next(r->stale, u, true, u + n);
     f->clean = first == u + n;
     f->whole = false;
     if (f->size && !f->clean) {
       memset(f->stale, 0, sizeof f->stale);
-      for (unsigned i = first; i < u + n; i = bits_next(r->stale, i + 1, true, u + n))
+      for (unsigned i = first; i < u + n; i = hk_bits_next(r->stale, i + 1, true, u + n))
         f->stale[(i - u) / 64] |= 1ull << (i - u) % 64;
     }
   }
   take_units(r, u, n);
   r->run[u] = (uint16_t)n;
   memset(&r->run[u + 1], 0, (n - 1) * sizeof r->run[0]);  /* no freed block's start lies inside a live one */
-  bits_set(r->stale, u, n);
   return (uint8_t *)r + units_bytes(u);
 }
 
@@ -595,7 +508,7 @@ static hk_region_t *best_fit(const hk_huge_set_t *h, unsigned n, unsigned step, 
     unsigned start = 0, len = hk_stretches_shortest(&s->free, n, &start);
     if (!len) continue;
     int at;
-    if (step == 1 && bits_next(s->warm, start, false, start + n) == start + n) at = (int)start, c = 0, slack = len - n;
+    if (step == 1 && hk_bits_next(s->warm, start, false, start + n) == start + n) at = (int)start, c = 0, slack = len - n;
     else at = hk_region_fit(s->used, s->warm, s->top, n, step, hk_min(best, limit), &c, &slack);
     if (at >= 0 && (c < best || (c == best && slack < best_slack))) r = s, *u = at, best = c, best_slack = slack;
   }
@@ -906,10 +819,9 @@ static bool shared_resize(hk_region_t *r, void *p, size_t size) {
   if (n <= old) {
     if (n < old) release_units(r, u + (unsigned)n, old - (unsigned)n);
   } else {
-    if (bits_count(r->used, u + old, (unsigned)n - old)) return false;
+    if (hk_bits_count(r->used, u + old, (unsigned)n - old)) return false;
     take_units(r, u + old, (unsigned)n - old);
     memset(&r->run[u + old], 0, (n - old) * sizeof r->run[0]);
-    bits_set(r->stale, u + old, (unsigned)n - old);
   }
   r->run[u] = (uint16_t)n;
   return true;
@@ -992,13 +904,8 @@ void *hk_huge_resize(void *p, size_t size, size_t *old_size, ptrdiff_t *grown) {
 static size_t purge_epoch(hk_huge_set_t *h, bool old, size_t want, size_t bytes) {
   hk_lock(&h->lock);
   for (hk_region_t *r = h->regions; r && bytes < want; r = r->next) {
-    uint64_t *bits = old ? r->dirty_old : r->dirty;
-    for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
-      size_t n = bits[k] ? decommit_units(r, k, bits[k]) : 0;
-      bits[k] = 0;
-      if (n) hk_resident_add(&h->resident, -(ptrdiff_t)n);
-      bytes += n;
-    }
+    hk_units_t m = units_of(r);
+    bytes = hk_units_give_back(&m, old, want, bytes);
   }
   hk_unlock(&h->lock);
   return bytes;
@@ -1050,15 +957,8 @@ static size_t purge_set(hk_huge_set_t *h, int mode, unsigned *empty, bool *pendi
   for (hk_region_t *r = h->regions, *next; r; r = next) {
     next = r->next;
     bool dirty_old = false;
-    for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
-      uint64_t bits = mode == HK_PURGE_DUE ? r->dirty_old[k] : r->warm[k];
-      size_t n = bits ? decommit_units(r, k, bits) : 0;
-      if (n) hk_resident_add(&h->resident, -(ptrdiff_t)n);
-      bytes += n;
-      r->dirty_old[k] = mode == HK_PURGE_DUE ? r->dirty[k] : 0;
-      r->dirty[k] = 0;
-      dirty_old |= r->dirty_old[k] != 0;
-    }
+    hk_units_t m = units_of(r);
+    bytes += hk_units_age(&m, mode, &dirty_old);
     *pending |= dirty_old;
     if (!region_empty(r) || (mode != HK_PURGE_ALL && (*empty)++ == 0) || dirty_old) continue;
     hk_list_remove(&h->regions, r);

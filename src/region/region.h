@@ -8,6 +8,71 @@
 
 #include "map/map.h"
 
+/* ---- units (units.c): the bookkeeping every region shares ------------------ */
+/* A region's units as bitmaps of `words` words: in use; free and resident
+ * since this purge epoch (dirty) or the one before (dirty_old), and either
+ * (warm: reused, they cost no page fault); written since the kernel last
+ * gave them zeroed (stale: a block there may not be handed out as reading
+ * zero); and, if kept, the huge pages (32 units each) a decommit of part of
+ * them has cut (split: the kernel fills them 4 KiB at a time).  `resident`
+ * is its arena's count of free resident bytes. */
+typedef struct hk_units {
+  uint8_t *base;  /* unit 0 */
+  uint64_t *used, *dirty, *dirty_old, *warm, *stale, *split;
+  unsigned words;
+  size_t *resident;
+} hk_units_t;
+/* Decommits the free units set in word k's `bits`; returns the bytes.  Units
+ * the kernel refuses to give back (locked pages: mlock), or takes only when
+ * it needs the memory (MADV_FREE), count as given back all the same, but
+ * stay stale. */
+HK_HIDDEN size_t hk_units_decommit(const hk_units_t *m, unsigned k, uint64_t bits);
+/* A purge tick (HK_PURGE_DUE: the units free since before the last tick
+ * go, the rest age) or a trim (HK_PURGE_ALL: every free unit); returns the
+ * bytes, *pending: some wait for the next tick. */
+HK_HIDDEN size_t hk_units_age(const hk_units_t *m, int mode, bool *pending);
+/* Lean mode over its target: the units of one age (`old`: free since
+ * before the last tick) go while `bytes` < `want`; returns the new total. */
+HK_HIDDEN size_t hk_units_give_back(const hk_units_t *m, bool old, size_t want, size_t bytes);
+static inline size_t hk_units_bytes(size_t n) { return n << HK_UNIT_SHIFT; }
+/* The bits of word k that are huge page h's units (32 per page, 2 per word). */
+static inline uint64_t hk_page_mask(unsigned h) { return hk_bits(h % 2 * 32, 32); }
+
+/* Takes units [u, u + n), free: returns how many were resident.  They are
+ * stale from now on (their blocks will be written). */
+static inline unsigned hk_units_take(const hk_units_t *m, unsigned u, unsigned n) {
+  unsigned reused = 0;
+  for (hk_span_t s = hk_span(u, n); hk_span_next(&s);) {
+    hk_assert(!(m->used[s.k] & s.mask), "units taken twice");
+    reused += hk_bits_in(m->warm[s.k], s.mask, s.len);  /* dirty or dirty_old, never both */
+    m->used[s.k] |= s.mask;
+    m->dirty[s.k] &= ~s.mask;
+    m->dirty_old[s.k] &= ~s.mask;
+    m->warm[s.k] &= ~s.mask;
+    m->stale[s.k] |= s.mask;
+  }
+  if (reused) hk_resident_add(m->resident, -(ptrdiff_t)hk_units_bytes(reused));
+  if (reused != n) hk_fresh_taken(hk_units_bytes(n - reused));
+  return reused;
+}
+
+/* Gives back units [u, u + n): resident and free, waiting for the purge
+ * schedule, or decommitted at once without a purge delay. */
+static inline void hk_units_release(const hk_units_t *m, unsigned u, unsigned n) {
+  bool now = hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF;
+  for (hk_span_t s = hk_span(u, n); hk_span_next(&s);) {
+    hk_assert((m->used[s.k] & s.mask) == s.mask, "units released twice");
+    m->used[s.k] &= ~s.mask;
+    if (now) {
+      hk_units_decommit(m, s.k, s.mask);
+    } else {
+      m->dirty[s.k] |= s.mask;
+      m->warm[s.k] |= s.mask;
+    }
+  }
+  if (!now) hk_resident_add(m->resident, (ptrdiff_t)hk_units_bytes(n));
+}
+
 #define HK_SS_UNITS (HK_SS_SIZE / HK_UNIT_SIZE) /* 64 units; unit 0 holds the header */
 #define HK_SS_CHUNK 8                           /* most SuperSlabs mapped by one mmap */
 #define HK_SS_DENSE_PAGES 256                   /* resident pages that turn half of the first SuperSlab huge, */
@@ -39,7 +104,8 @@ typedef struct hk_superslab {
   uint64_t used;                      /* bitmap of units in use; bit 0 is this header */
   uint64_t dirty;                     /* free units still resident, freed this purge epoch */
   uint64_t dirty_old;                 /* ... freed the epoch before: given back at the next tick */
-  uint64_t stale;                     /* free units given back that may still hold old data (MADV_FREE, refused) */
+  uint64_t warm;                      /* both: free units still resident */
+  uint64_t stale;                     /* units written since the kernel last gave them zeroed (units.c) */
   uint8_t arena;                      /* the arena this SuperSlab belongs to */
   bool bare;                          /* empty, its never-used units given back too (huge pages
                                          made them resident unseen) */

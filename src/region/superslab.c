@@ -2,12 +2,8 @@
 /* SuperSlabs: 4 MiB regions aligned to their size, cut into 64 KiB units; a
  * slab is a run of units holding blocks of one class.
  *
- * A unit given back stays resident ("dirty") until the purge schedule
- * (purge.c) has seen it free for a whole epoch: each tick decommits the units
- * freed before the previous tick (`dirty_old`) and ages the rest, so a unit
- * is given back between one and two purge delays after it was freed, and a
- * unit reused sooner costs neither a system call nor a page fault.  New slabs
- * take resident units first.  Empty SuperSlabs stay mapped; those beyond
+ * A unit given back stays resident until the purge schedule has seen it
+ * free for a whole epoch (units.c).  New slabs take resident units first.  Empty SuperSlabs stay mapped; those beyond
  * HAKMEM_WARM_POOL_SIZE per arena are unmapped once their pages are gone
  * (never under HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF, where no page goes).
  *
@@ -49,7 +45,6 @@ unsigned hk_arena_assign(void) {
   return atomic_fetch_add_explicit(&next_arena, 1, memory_order_relaxed) % __atomic_load_n(&narenas, __ATOMIC_ACQUIRE);
 }
 
-static uint64_t resident_free(const hk_superslab_t *ss) { return ss->dirty | ss->dirty_old; }
 
 size_t hk_superslab_resident(void) {
   size_t bytes = 0;
@@ -57,29 +52,16 @@ size_t hk_superslab_resident(void) {
   return bytes;
 }
 
-/* Decommits the runs of units in `bits`; returns the bytes.  Units the
- * kernel refuses (locked pages), or takes only when it needs the memory
- * (MADV_FREE), count as given back all the same, but stay `stale`: a block
- * there may not be handed out as reading zero. */
+/* A SuperSlab's units, as units.c keeps them. */
+static hk_units_t units_of(hk_superslab_t *ss) {
+  return (hk_units_t){(uint8_t *)ss, &ss->used, &ss->dirty, &ss->dirty_old, &ss->warm, &ss->stale, NULL,
+                      1, &arenas[ss->arena].resident};
+}
 static size_t decommit_units(hk_superslab_t *ss, uint64_t bits) {
-  size_t bytes = 0;
-  while (bits) {
-    unsigned unit = (unsigned)__builtin_ctzll(bits);
-    uint64_t rest = ~(bits >> unit);
-    unsigned units = rest ? (unsigned)__builtin_ctzll(rest) : 64 - unit;
-    uint64_t run = hk_bits(unit, units);
-    if (hk_os_decommit((uint8_t *)ss + (size_t)unit * HK_UNIT_SIZE, (size_t)units * HK_UNIT_SIZE) &&
-        hk_opt.decommit == HK_DECOMMIT_DONTNEED)
-      ss->stale &= ~run;
-    else
-      ss->stale |= run;
-    bits &= ~run;
-    bytes += (size_t)units * HK_UNIT_SIZE;
-  }
-  return bytes;
+  hk_units_t m = units_of(ss);
+  return hk_units_decommit(&m, 0, bits);
 }
 
-static size_t units_bytes(uint64_t bits) { return (size_t)__builtin_popcountll(bits) * HK_UNIT_SIZE; }
 
 /* Once the space reserved at start-up is full, or when there is none,
  * SuperSlabs are mapped several at a time, as many as are mapped already (at
@@ -205,7 +187,7 @@ static hk_superslab_t *find_units(hk_arena_t *a, unsigned units, int *unit, unsi
   hk_superslab_t *lists[2] = {a->partial, a->empty};
   for (int l = 0; l < 2 && best; l++) {
     for (hk_superslab_t *s = lists[l]; s && best; s = s->next) {
-      int u = hk_find_run(~s->used, resident_free(s), units, ~0ull, &cold);
+      int u = hk_find_run(~s->used, s->warm, units, ~0ull, &cold);
       if (u >= 0 && cold < best) ss = s, *unit = u, best = cold;
     }
   }
@@ -231,18 +213,11 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool
     a->nempty--;
     hk_list_push(&a->partial, ss);
   }
-  uint64_t bits = hk_bits((unsigned)*unit, units);
-  hk_assert(!(ss->used & bits), "SuperSlab units taken twice");
-  uint64_t reused = bits & resident_free(ss);
-  *zero = !((reused | ss->stale) & bits);
+  *zero = !(ss->stale & hk_bits((unsigned)*unit, units));
   ss->bare = false;
   atomic_fetch_add_explicit(&used_units, units, memory_order_relaxed);
-  ss->used |= bits;
-  ss->dirty &= ~bits;
-  ss->dirty_old &= ~bits;
-  ss->stale &= ~bits;
-  if (reused) hk_resident_add(&a->resident, -(ptrdiff_t)units_bytes(reused));
-  if (reused != bits) hk_fresh_taken(units_bytes(bits & ~reused));
+  hk_units_t m = units_of(ss);
+  hk_units_take(&m, (unsigned)*unit, units);
   if (ss->used == ~0ull) hk_list_remove(&a->partial, ss);
   return ss;
 }
@@ -291,19 +266,12 @@ hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, bool warm, bool *zero) {
 static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab) {
   hk_superslab_t *ss = hk_superslab_of(slab);
   unsigned unit = (unsigned)(slab - ss->slabs);
-  uint64_t bits = hk_bits(unit, slab->units);
   hk_class_map_set(slab->start, 1, 0);
   slab->cls = 0;
   bool was_full = ss->used == ~0ull;
-  hk_assert((ss->used & bits) == bits, "SuperSlab units released twice");
-  ss->used &= ~bits;
   atomic_fetch_sub_explicit(&used_units, slab->units, memory_order_relaxed);
-  if (hk_opt.purge_delay_ms == 0 && hk_opt.decommit != HK_DECOMMIT_OFF) {
-    decommit_units(ss, bits);
-  } else {
-    ss->dirty |= bits;
-    hk_resident_add(&a->resident, (ptrdiff_t)units_bytes(bits));
-  }
+  hk_units_t m = units_of(ss);
+  hk_units_release(&m, unit, slab->units);
   if (was_full) hk_list_push(&a->partial, ss);
   if (ss->used == HK_SS_RESERVED) {
     hk_list_remove(&a->partial, ss);
@@ -378,12 +346,8 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
   bool pending = false;
   for (int l = 0; l < 2; l++) {
     for (hk_superslab_t *ss = lists[l]; ss; ss = ss->next) {
-      size_t n = decommit_units(ss, mode == HK_PURGE_DUE ? ss->dirty_old : resident_free(ss));
-      if (n) hk_resident_add(&a->resident, -(ptrdiff_t)n);
-      bytes += n;
-      ss->dirty_old = mode == HK_PURGE_DUE ? ss->dirty : 0;
-      ss->dirty = 0;
-      pending |= ss->dirty_old != 0;
+      hk_units_t m = units_of(ss);
+      bytes += hk_units_age(&m, mode, &pending);
     }
   }
   for (hk_superslab_t *ss = a->empty, *next; ss && a->nempty > pool; ss = next) {
@@ -402,7 +366,7 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
     bytes += HK_PAGE_SIZE;  /* the header's page */
   }
   for (hk_superslab_t *ss = a->empty; ss && hk_opt.ss_thp; ss = ss->next) {
-    if (ss->bare || ss->dirty_old) continue;
+    if (ss->bare || ss->warm) continue;
     /* kept empty, its counted pages gone: the rest of its huge pages too,
      * the header's unit but for the header */
     size_t header = hk_align_up(sizeof *ss, HK_PAGE_SIZE);
@@ -422,11 +386,8 @@ static size_t purge_aged(hk_arena_t *a, bool old, size_t want) {
   hk_superslab_t *lists[2] = {a->partial, a->empty};
   for (int l = 0; l < 2; l++) {
     for (hk_superslab_t *ss = lists[l]; ss && bytes < want; ss = ss->next) {
-      uint64_t *bits = old ? &ss->dirty_old : &ss->dirty;
-      size_t n = decommit_units(ss, *bits);
-      *bits = 0;
-      if (n) hk_resident_add(&a->resident, -(ptrdiff_t)n);
-      bytes += n;
+      hk_units_t m = units_of(ss);
+      bytes = hk_units_give_back(&m, old, want, bytes);
     }
   }
   return bytes;
