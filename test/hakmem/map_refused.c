@@ -11,7 +11,7 @@ int main(void) {
   test_init();
   free(malloc(100));
   if (!refuse_syscall(SYS_mprotect, ENOMEM)) {  /* from now on */
-    printf("  skipped: no seccomp filter here (%s)\n", strerror(errno));
+    printf("skip: no seccomp filter here (%s)\n", strerror(errno));
     return 77;
   }
   /* 60000 B blocks, not written: 4 GiB of address space at most, past
