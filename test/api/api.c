@@ -476,6 +476,7 @@ static void oom_child(void *arg) {
  * ENOMEM for every size, and recovers once memory is freed. */
 static void out_of_memory_returns_null(void) {
   child_result_t res;
+  REQUIRE_AS_LIMIT();
   run_in_child(oom_child, NULL, 60, &res);
   if (res.err[0]) fprintf(stderr, "child's stderr:\n%s", res.err);
   CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "child %s",

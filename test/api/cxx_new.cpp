@@ -245,6 +245,7 @@ void reserve_child(void *) {
 
 void new_handler_frees_reserve() {
   child_result_t res;
+  REQUIRE_AS_LIMIT();
   run_in_child(reserve_child, nullptr, 20, &res);
   if (res.err[0]) fprintf(stderr, "child's stderr:\n%s", res.err);
   CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "child %s",
