@@ -3,7 +3,8 @@
 """Runs hakmem's tests, one after another, and reports one line per test.
 
     scripts/run_tests.py [--build DIR] [--allocator hakmem|glibc] [--size quick|full]
-                         [--make-list FILE] [-v] [--list] [NAME...]
+                         [--make-list FILE] [--exec-wrapper CMD] [--timeout-scale N]
+                         [-v] [--list] [NAME...]
 
 The programs are built by `make test-programs` (see test/test.mk).  Each line
 is "PASS|FAIL|SKIP  name  seconds"; a failure is followed by the test's
@@ -59,6 +60,9 @@ comment of its own -- /* test-KEY: VALUE */, // test-KEY: VALUE or
                          one more run of the plain build, with hakmem
                          preloaded and this environment, named X.NAME
   test-needs: CMD ...    commands that must be installed, else SKIP
+  test-not-emulated: WHY skipped with --exec-wrapper, saying why: what the
+                         test measures is the emulator's as much as the
+                         program's
 
 In values, {test} stands for build/test, {lib} for build/libhakmem.so, {build}
 for the build directory and {root} for the source tree.  An unknown tag, a
@@ -66,6 +70,23 @@ build a kind does not have, or a C source directly in test/ (in no kind's
 directory) is an error.  With --make-list, the programs make
 would build (one path a line, written by `make test`) must be those the tests
 found here need; otherwise a "discovery" line fails.
+
+--exec-wrapper runs the test programs of another architecture through an
+emulator, e.g. 'qemu-aarch64 -L /usr/aarch64-linux-gnu' (make test-arm64,
+test/arm64.mk).  The program's LD_PRELOAD then reaches it through
+QEMU_SET_ENV, since the emulator's own loader would try to load the library
+too and complain; HAKMEM_TEST_EXEC_WRAPPER tells the programs that run
+themselves again (test/testutil.h) to do it through the emulator.  What an
+emulated run cannot do is skipped, saying why: the scripts (they preload the
+library into this machine's programs), the fuzz targets (clang's
+libFuzzer, built for this machine), the tests tagged test-not-emulated, and
+a test during which the emulator failed one of its own assertions (its
+message is the reason).  The ASan builds run without LeakSanitizer, which
+needs to stop the threads as a debugger does, and the TSan build starts
+without address-space randomisation (setarch -R), as TSan would otherwise
+run itself again, which the emulator cannot.  --timeout-scale multiplies
+every timeout, the runner's and those the programs set themselves for their
+children (HAKMEM_TEST_TIMEOUT_SCALE), for an emulator several times slower.
 """
 
 import argparse
@@ -73,6 +94,7 @@ import os
 import platform
 import re
 import resource
+import shlex
 import shutil
 import signal
 import subprocess
@@ -107,7 +129,7 @@ KINDS = {
 }
 # Directories of scripts, and the prefix of their names.
 SCRIPT_KINDS = {"programs": "prog", "apps": "app"}
-TAGS = ("builds", "env", "timeout", "timeout-full", "run", "needs")
+TAGS = ("builds", "env", "timeout", "timeout-full", "run", "needs", "not-emulated")
 TAG_LINE = re.compile(r"^\s*(?:/\*|//|#)\s*test-([a-z-]+):\s*(.*?)\s*(?:\*/)?\s*$")
 
 
@@ -119,6 +141,7 @@ class Test:
     env: dict = field(default_factory=dict)
     needs: tuple = ()
     timeout: int = DEFAULT_TIMEOUT
+    not_emulated: str = ""  # why the test does not run through --exec-wrapper
     preload: bool = False  # hakmem comes in with LD_PRELOAD
     glibc: bool = False    # also part of the run against glibc
 
@@ -202,6 +225,7 @@ def discover(size="quick"):
             if kind.base == "fuzz":
                 timeout = max(timeout, FUZZ_SECONDS + 60)
             preloaded = kind.base == "plain"
+            first = len(tests)
             tests.append(Test(base_name, kind.base, program_path(kind.base, prog), env, needs,
                               timeout, preload=preloaded, glibc=kind.glibc))
             for run in tags.get("run", []):
@@ -214,6 +238,8 @@ def discover(size="quick"):
                                   run_env, needs, timeout, preload=True))
             for b in builds:
                 tests.append(Test(f"{prog}.{b}", b, program_path(b, prog), env, needs, timeout))
+            for t in tests[first:]:
+                t.not_emulated = " ".join(tags.get("not-emulated", []))
     for script_dir, prefix in SCRIPT_KINDS.items():
         for src in listing(script_dir, (".sh", ".py")):
             path = os.path.join(TEST_DIR, script_dir, src)
@@ -262,6 +288,20 @@ def fuzzer_present():
                         f"libclang_rt.fuzzer-{platform.machine()}.a")
 
 
+# The emulator failing one of its own assertions (glib's message, with the
+# path of qemu's source file): qemu-user 7.2 does so in a child forked from a
+# process with threads as soon as the child starts a thread.  The test then
+# did not run; it is skipped, with the emulator's message.
+EMULATOR_ASSERTION = re.compile(
+    r"^(?:Bail out! )?(ERROR:(?:\.\./)+[\w/.-]+:\d+:\w+: assertion failed.*)$", re.M)
+
+# Why a test of this build is not run through --exec-wrapper.
+EMULATED_SKIP = {
+    "script": "runs this machine's programs with the library preloaded, which is built for another",
+    "fuzz": "clang's libFuzzer is built for this machine only",
+}
+
+
 class Runner:
     def __init__(self, args):
         self.build = os.path.join(ROOT, args.build)
@@ -270,6 +310,8 @@ class Runner:
         self.hakmem = args.allocator == "hakmem"
         self.size = args.size
         self.verbose = args.verbose
+        self.wrapper = shlex.split(args.exec_wrapper or "")
+        self.timeout_scale = args.timeout_scale
 
     def expand(self, value):
         return value.format(test=self.test_dir, lib=self.lib, build=self.build, root=ROOT)
@@ -303,10 +345,25 @@ class Runner:
                 # The hak_* API only: malloc is the sanitizer's.
                 env.pop("HAKMEM_TEST_ALLOCATOR")
         env.update({k: self.expand(v) for k, v in t.env.items()})
+        if self.wrapper and t.build != "script":
+            cmd = self.wrapper + cmd
+            if t.build == "tsan":
+                cmd = ["setarch", platform.machine(), "-R"] + cmd
+            if t.build == "asan":
+                env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"].replace("detect_leaks=1", "detect_leaks=0")
+            env["HAKMEM_TEST_EXEC_WRAPPER"] = " ".join(self.wrapper)
+            preload = env.pop("LD_PRELOAD", None)
+            if preload:
+                given = env.get("QEMU_SET_ENV")
+                env["QEMU_SET_ENV"] = (given + "," if given else "") + f"LD_PRELOAD={preload}"
+        if self.timeout_scale != 1:
+            env["HAKMEM_TEST_TIMEOUT_SCALE"] = str(self.timeout_scale)
         return cmd, env
 
     def skip_reason(self, t):
         """Why t cannot run here, or None."""
+        if self.wrapper and (t.not_emulated or t.build in EMULATED_SKIP):
+            return f"emulated run: {t.not_emulated or EMULATED_SKIP[t.build]}"
         for tool in t.needs:
             if not shutil.which(tool):
                 return f"{tool} is not installed"
@@ -321,19 +378,23 @@ class Runner:
         why = self.skip_reason(t)
         if why:
             return "SKIP", 0.0, why, ""
-        if t.build != "script" and not os.access(cmd[0], os.X_OK):
+        if t.build != "script" and not os.access(os.path.join(self.build, t.path), os.X_OK):
             return "FAIL", 0.0, "not built (see the build output above)", ""
         if self.hakmem and not os.path.exists(self.lib) and (t.preload or t.build == "script"):
             return "FAIL", 0.0, f"{os.path.relpath(self.lib, ROOT)} does not exist", ""
+        timeout = t.timeout * self.timeout_scale
         if t.build == "fuzz":
             with tempfile.TemporaryDirectory(prefix="corpus-", dir=os.path.dirname(cmd[0])) as d:
-                return self.execute(cmd[:-1] + [d, cmd[-1]], env, t.timeout)
-        status, secs, note, out = self.execute(cmd, env, t.timeout)
+                return self.execute(cmd[:-1] + [d, cmd[-1]], env, timeout)
+        status, secs, note, out = self.execute(cmd, env, timeout)
         if status == "FAIL" and t.build == "tsan" and TSAN_LAYOUT_ERROR.search(out):
             arch = platform.machine()
-            status, secs, note, out2 = self.execute(["setarch", arch, "-R"] + cmd, env, t.timeout)
+            status, secs, note, out2 = self.execute(["setarch", arch, "-R"] + cmd, env, timeout)
             note = (note + "; " if note else "") + "TSan failed to start, rerun with setarch -R"
             out = out + "\n--- rerun with setarch -R ---\n" + out2
+        crash = EMULATOR_ASSERTION.search(out) if self.wrapper and status == "FAIL" else None
+        if crash:
+            status, note = "SKIP", f"emulated run: the emulator failed: {crash.group(1)}"
         return status, secs, note, out
 
     @staticmethod
@@ -409,6 +470,10 @@ def main():
                     help="how much the scripts of test/apps do (default: quick)")
     ap.add_argument("--make-list", metavar="FILE",
                     help="the programs make builds, to check against the tests found")
+    ap.add_argument("--exec-wrapper", metavar="CMD",
+                    help="run the test programs through CMD, an emulator (see above)")
+    ap.add_argument("--timeout-scale", metavar="N", type=int, default=1,
+                    help="multiply every timeout by N (default: 1)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every test's output")
     ap.add_argument("--list", action="store_true", help="list the tests and exit")
     ap.add_argument("names", nargs="*", help="run only tests whose names contain one of these")

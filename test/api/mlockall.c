@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* test-builds: static */
+/* test-not-emulated: mlockall locks the emulator's own memory too (170 MiB of qemu-user's) */
 /* mlockall, as a daemon guarding secrets or a real-time program calls it,
  * locks what the program uses, not the address space an allocator reserves
  * ahead (each case in a child process of its own):

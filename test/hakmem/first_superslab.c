@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test-not-emulated: qemu-user drops madvise's huge-page advice, which smaps shows */
 /* hakmem only, speed profile.  The process's first SuperSlab starts on small
  * pages, where the kernel's default is huge pages too (THP "always"): a
  * program with a few blocks in each of many size classes keeps it so (no

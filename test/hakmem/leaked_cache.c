@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test-not-emulated: qemu-user wakes pthread_join before the thread is gone, which tgkill still finds */
 /* hakmem only.  A thread whose first allocator call comes in the last round
  * of its key destructors gets a cache that nothing hands back (the C library
  * runs no further round).  When the thread's stack then goes away (here a

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* test-builds: observe */
+/* test-not-emulated: qemu-user has no process_vm_readv, through which other threads' caches are read */
 /* hakmem only.  The statistics say what the program did: hak_stats_get's
  * figures move by exactly what the test allocates and frees (blocks in use
  * per class, huge blocks), other threads' caches are seen, the OS-call counts
