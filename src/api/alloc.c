@@ -27,7 +27,8 @@ static inline __attribute__((always_inline)) unsigned class_of(size_t size, size
 }
 
 /* A block of `size` bytes aligned to `alignment`, reading as zero if `zero`
- * and huge (calloc clears the others); out of address space or memory, what
+ * and huge (calloc clears the others): from the thread's cache, else from
+ * further down; out of address space or memory, what
  * malloc_trim gives back goes back (parked blocks sent home may empty slabs
  * even where nothing goes back to the OS), and one more try; then NULL with
  * ENOMEM.  A tick runs after, if one is due: only with the thread's list in
@@ -40,11 +41,13 @@ static inline __attribute__((always_inline)) void *route(size_t size, size_t ali
     errno = ENOMEM;
     return NULL;
   }
-  void *p = cls ? hk_malloc_class(cls) : huge_alloc(size, alignment, zero);
+  void *p;
+  if (cls && (p = hk_tcache_pop(cls))) return p;  /* sizes above the fast path's, or prewarmed */
+  p = cls ? hk_tcache_refill(cls) : huge_alloc(size, alignment, zero);
   if (hk_unlikely(!p)) {
     int error = errno;
     hk_purge_all();
-    p = cls ? hk_malloc_class(cls) : huge_alloc(size, alignment, zero);
+    p = cls ? hk_tcache_refill(cls) : huge_alloc(size, alignment, zero);
     errno = p ? error : ENOMEM;
   }
   hk_purge_poll();
@@ -54,8 +57,7 @@ static inline __attribute__((always_inline)) void *route(size_t size, size_t ali
 void *hk_malloc_slow(size_t size) { return route(size, 16, false); }
 
 void hk_free_overflow(void *p) {
-  hk_tcache_overflow(p);
-  hk_purge_poll();
+  if (hk_tcache_overflow(p)) hk_purge_poll();
 }
 
 void hk_free_slow(void *p) {

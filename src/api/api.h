@@ -14,7 +14,7 @@
  *                                         a mapping of its own (region/huge.c)
  *         region_map -> hk_os_space_take or hk_os_map_aligned (os/os.c),
  *                       hk_class_map_reserve (map/class_map.c)
- *       hk_malloc_class -> tcache_refill  the list is empty (else hk_misuse_freed: its first
+ *       hk_tcache_pop, hk_tcache_refill   the list is empty (else hk_misuse_freed: its first
  *                                         block was handed out before, or written to)
  *                                         (thread/tcache.c)
  *         hk_thread_init                  first call of the thread: capacities, prewarm

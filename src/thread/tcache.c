@@ -130,7 +130,8 @@ static void *alloc_uncached(hk_tcache_t *tc, unsigned cls) {
   return p;
 }
 
-static void *tcache_refill(hk_tcache_t *tc, unsigned cls) {
+void *hk_tcache_refill(unsigned cls) {
+  hk_tcache_t *tc = &hk_tc;
   /* hk_tcache_pop found the list's first block not marked free */
   if (hk_unlikely(tc->head[cls] != HK_END)) hk_misuse_freed(tc->head[cls], cls);
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
@@ -172,10 +173,6 @@ static void tcache_fill(hk_tcache_t *tc, unsigned cls, unsigned n) {
   }
 }
 
-void *hk_malloc_class(unsigned cls) {
-  void *p = hk_tcache_pop(cls);
-  return hk_likely(p != NULL) ? p : tcache_refill(&hk_tc, cls);
-}
 
 static atomic_uint live_threads;  /* threads with an active cache */
 
@@ -233,7 +230,7 @@ static int freer_cap(unsigned cls) {
  * likeliest to be in cache, and give the rest to the central cache.  A large
  * block stays while the thread's large blocks fit its budget; past that its
  * class's list goes back. */
-void hk_tcache_overflow(void *p) {
+bool hk_tcache_overflow(void *p) {
   unsigned cls = (unsigned)hk_map_get(p);
   hk_tcache_t *tc = &hk_tc;
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
@@ -245,9 +242,9 @@ void hk_tcache_overflow(void *p) {
     if (tc->state != HK_TC_DEAD && ++tc->early_frees >= HK_FREES_BEFORE_CACHE) hk_thread_init(tc);
     if (tc->state != HK_TC_ACTIVE) {  /* no cache yet, or none to be had */
       tcache_drain(tc, cls, 0);
-      return;
+      return false;
     }
-    if (tc->room[cls] >= 0) return;
+    if (tc->room[cls] >= 0) return false;
   }
   if (hk_class_is_large(cls)) {
     tc->front[cls].overflows++;
@@ -255,13 +252,12 @@ void hk_tcache_overflow(void *p) {
      * figure unseen, so it is recounted only when the bound passes the budget. */
     size_t budget = large_budget(tc);
     tc->large_bound += hk_classes[cls].size;
-    if (tc->large_bound <= budget) return;
+    if (tc->large_bound <= budget) return false;
     tc->large_bound = large_cached_bytes(tc);
-    if (tc->large_bound > budget) {
-      tc->large_bound -= (size_t)-tc->room[cls] * hk_classes[cls].size;
-      tcache_drain(tc, cls, 0);
-    }
-    return;
+    if (tc->large_bound <= budget) return false;
+    tc->large_bound -= (size_t)-tc->room[cls] * hk_classes[cls].size;
+    tcache_drain(tc, cls, 0);
+    return true;
   }
   /* The first overflow since the list ran dry keeps the newest half, so that
    * mallocs and frees swinging around the capacity cost one batch per half
@@ -294,6 +290,7 @@ void hk_tcache_overflow(void *p) {
   if (!parked && last >= HK_OVERFLOW_UNPARKED) next = hk_max(cap / 2, hk_min(HK_TCACHE_MIN_CAP, cap));
   if (last) next = hk_min(next, freer_cap(cls));
   if (next != cap) set_cap(tc, cls, next);
+  return true;
 }
 
 /* A new thread's lists of blocks above 1 KiB start at a quarter of their

@@ -53,7 +53,7 @@ extern __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) HK_
 
 /* A block of class cls from the thread's cache, or NULL if its list is
  * empty or starts with a block not marked free: one handed out already,
- * because it was freed twice, or written after its free (tcache_refill
+ * because it was freed twice, or written after its free (hk_tcache_refill
  * tells misuse from an empty list).  Only what malloc is about to hand out
  * is checked, in a line it reads anyway; free marks blocks without reading
  * them. */
@@ -98,7 +98,10 @@ spent:
 }
 
 /* ---- thread caches (tcache.c) ---------------------------------------------- */
-HK_HIDDEN void *hk_malloc_class(unsigned cls);
+/* A block of class cls when hk_tcache_pop found none: the list refilled (a
+ * large class's block taken straight), or NULL if there is no memory; the
+ * thread's cache is set up on its first call. */
+HK_HIDDEN void *hk_tcache_refill(unsigned cls);
 HK_HIDDEN void hk_thread_init(hk_tcache_t *tc);
 HK_HIDDEN unsigned hk_thread_arena(void);        /* the calling thread's arena; its cache made if it had none */
 HK_HIDDEN void hk_note_out(ptrdiff_t bytes);     /* the calling thread's bytes out grew/shrank (huge blocks) */
@@ -106,8 +109,9 @@ HK_HIDDEN void hk_tcache_flush(hk_tcache_t *tc);
 HK_HIDDEN bool hk_thread_exit(void);  /* the calling thread's cache goes back; false if it had none */
 HK_HIDDEN void hk_thread_exit_key(pthread_key_t key);  /* a thread whose cache is made sets it, for the exit */
 /* The list of the class of p, the block just pushed, outgrew its capacity;
- * or the thread has no cache yet. */
-HK_HIDDEN void hk_tcache_overflow(void *p);
+ * or the thread has no cache yet.  True if blocks went to the central cache
+ * (memory there may wait for the purge schedule). */
+HK_HIDDEN bool hk_tcache_overflow(void *p);
 HK_HIDDEN void hk_front_add(hk_front_t *sum, const hk_front_t *f);
 HK_HIDDEN void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads);
 HK_HIDDEN void hk_tcache_fork_lock(void);
