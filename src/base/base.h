@@ -157,8 +157,8 @@ static inline size_t hk_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a 
  * for longer runs, so that long-lived small runs do not cut up the space
  * long ones need.  The best fit of huge regions (hk_region_fit), tried for
  * SuperSlabs too, spread a thread's slabs over more SuperSlabs and cost more
- * speed than the memory it saved was worth (README, How it works:
- * SuperSlabs). */
+ * speed than the memory it saved was worth (docs/DESIGN.md, SuperSlabs and
+ * arenas). */
 static inline uint64_t hk_bits(unsigned at, unsigned n) { return (n >= 64 ? ~0ull : (1ull << n) - 1) << at; }
 static inline int hk_find_run(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned *cold) {
   starts &= free;  /* bit i of `starts` ends up set when bits i .. i+n-1 are all free */

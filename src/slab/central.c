@@ -12,7 +12,7 @@
  * carves blocks of its own: two producer/consumer pairs, one per core, that
  * took each other's batches in the moments a pair ran short ended up with
  * the blocks of both cores in the same pages, and ran at half the speed for
- * the rest of the run (README, Central cache).  Threads that also free the
+ * the rest of the run (docs/DESIGN.md, The central cache).  Threads that also free the
  * class take any batch: refusing them made each CPU carve blocks of its own
  * for every short moment, megabytes more.  Only when the slots are full (or
  * empty, on every CPU) are blocks returned to (or carved from) their slabs.
