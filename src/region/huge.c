@@ -81,6 +81,16 @@ static hk_huge_set_t sets[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD
 static hk_region_t *jumbo_cache;  /* freed jumbo regions, newest first (set 0's lock) */
 static unsigned jumbo_cached;
 
+/* The blocks of the jumbo regions unmapped last (set 0's lock held), so
+ * that a second free of one is told apart from a pointer hakmem never
+ * handed out (hk_huge_block_of). */
+#define HK_GONE 64
+static struct {
+  _Atomic uintptr_t at;
+  _Atomic size_t size;
+} gone[HK_GONE];
+static unsigned gone_next;
+
 static hk_huge_set_t *set_of(const hk_region_t *r) { return &sets[r->set]; }
 
 /* The set of the region whose header is at r, read without its lock (the
@@ -307,6 +317,10 @@ static hk_region_t *region_around(const void *p) {
  * block keeps its run length until a block is put over it. */
 size_t hk_huge_block_of(const void *p, bool *live) {
   hk_region_t *r = region_around(p);
+  *live = false;
+  for (unsigned i = 0; !r && i < HK_GONE; i++)
+    if (atomic_load_explicit(&gone[i].at, memory_order_relaxed) == (uintptr_t)p)
+      return atomic_load_explicit(&gone[i].size, memory_order_relaxed);
   if (!r) return 0;
   size_t off = (size_t)((const uint8_t *)p - (uint8_t *)r);
   if (r->offset) {
@@ -695,6 +709,9 @@ static void region_unmap(hk_region_t *r) {
 
 static void jumbo_unmap(hk_region_t *r) {
   if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&set_of(r)->resident, -(ptrdiff_t)(r->size - r->offset));
+  atomic_store_explicit(&gone[gone_next].at, (uintptr_t)r + r->offset, memory_order_relaxed);
+  atomic_store_explicit(&gone[gone_next].size, r->size - r->offset, memory_order_relaxed);
+  gone_next = (gone_next + 1) % HK_GONE;
   region_unmap(r);
 }
 

@@ -241,6 +241,15 @@ static void huge_twice(void) {
   free_opaque(p);
 }
 
+/* A block too big for a region has a mapping of its own, unmapped by the
+ * trim: the second free is still told for what it is. */
+static void jumbo_twice_unmapped(void) {
+  char *p = xmalloc((size_t)200 << 20);
+  free_opaque(p);
+  malloc_trim(0);
+  free_opaque(p);
+}
+
 static void huge_interior(void) {
   char *p = xmalloc(16 << 20);
   free_opaque(p + (8 << 20));
@@ -331,6 +340,7 @@ static const misuse_t cases[] = {
     {"free(40000-byte block + 4096)", large_interior, "hakmem: free of 0x", NULL},
     {"free(300000-byte block + 200000)", large_interior_far, "hakmem: free of 0x", NULL},
     {"free(p); free(p), 16 MiB", huge_twice, "hakmem: double free of 0x", NULL},
+    {"free(p); malloc_trim(0); free(p), 200 MiB", jumbo_twice_unmapped, "hakmem: double free of 0x", NULL},
     {"free(16 MiB block + 8 MiB)", huge_interior, "hakmem: free of 0x", NULL},
     {"free(16 MiB block + 64)", huge_interior_near, "hakmem: free of 0x", NULL},
     {"realloc of a freed block", realloc_freed, "hakmem: realloc of 0x…, a block already freed", NULL},
