@@ -853,14 +853,13 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
   uint8_t *body = (uint8_t *)r + head;
   /* the class map counts the units of the range grown into first, and
    * those of a range shrunk out of once it is gone */
-  bool grows = total > r->size;
-  if ((!grows || hk_class_map_reserve((uint8_t *)r + r->size, total - r->size)) &&
-      hk_os_remap(body, r->size - head, total - head, NULL)) {
+  bool grows = total > r->size, counted = grows && hk_class_map_reserve((uint8_t *)r + r->size, total - r->size);
+  if ((!grows || counted) && hk_os_remap(body, r->size - head, total - head, NULL)) {
     if (!grows && total < r->size) hk_class_map_release((uint8_t *)r + total, r->size - total);
     r->size = total;
     return (uint8_t *)r + r->offset;
   }
-  if (grows) hk_class_map_release((uint8_t *)r + r->size, total - r->size);
+  if (counted) hk_class_map_release((uint8_t *)r + r->size, total - r->size);
   size_t align = hk_max(HK_REGION_SIZE, r->alignment);
   uint8_t *target = hk_os_map_aligned(total, align, align > HK_REGION_SIZE ? r->offset : 0);
   if (target && !hk_class_map_reserve(target, total)) {

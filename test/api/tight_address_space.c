@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* test-builds: static */
+/* test-builds: static standard */
 /* test-timeout: 120 */
 /* Blocks under a tight address-space limit (`ulimit -v`, set before exec),
  * each case in a process of its own:
  * - blocks of 2, 10 and 50 MiB under 100 000 KiB, and of 150 MiB under
  *   250 000 KiB, where the limit leaves room for each block and little else;
+ * - a block of 200 MiB grown to 1 200 MiB under 3 000 000 KiB, where the
+ *   room to grow it in place may lie past what hakmem's map covers (its
+ *   ceiling is lower under a limit): it moves, its bytes kept;
  * - memory freed is address space to use again: under 300 000 KiB, blocks of
  *   40 KB until malloc fails, all freed, then blocks of 3 MiB until it
  *   fails, all freed, and each size again: as many as the first time (within
@@ -44,6 +47,14 @@ static int limited(const char *which) {
     one_block(50 * MiB);
   } else if (strcmp(which, "fit_large") == 0) {
     one_block(150 * MiB);
+  } else if (strcmp(which, "grow") == 0) {
+    char *p = malloc(200 * MiB);
+    CHECK(p != NULL);
+    fill_pattern(p, 200 * MiB, 7);
+    char *q = realloc(p, 1200 * MiB);
+    CHECK_MSG(q != NULL, "realloc to 1200 MiB: %s", strerror(errno));
+    CHECK_PATTERN(q, 200 * MiB, 7);
+    free(q);
   } else {
     static void *p[20000];
     size_t small0 = fill(40000, p, 20000), big0 = fill(3 * MiB, p, 20000);
@@ -61,6 +72,7 @@ int main(int argc, char **argv) {
   test_init();
   run_self_under_as_limit_arg((rlim_t)100000 << 10, "fit", 60);
   run_self_under_as_limit_arg((rlim_t)250000 << 10, "fit_large", 60);
+  run_self_under_as_limit_arg((rlim_t)3000000 << 10, "grow", 60);
   run_self_under_as_limit_arg((rlim_t)300000 << 10, "reuse", 60);
   return 0;
 }
