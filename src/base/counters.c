@@ -8,12 +8,17 @@
 #include <time.h>
 #include "base/base.h"
 
-atomic_bool hk_purge_pending;
+/* Each on a line of its own: the slow paths of every thread read the first,
+ * threads that move bytes out write the others (sharing a line, two
+ * threads replacing blocks of 1-4 MiB ran 0.79 times as fast). */
+#define HK_OWN_LINE __attribute__((aligned(HK_CACHELINE)))
+atomic_bool hk_purge_pending HK_OWN_LINE;
 __thread size_t hk_resident_mine;
-atomic_size_t hk_lean_trimmed, hk_lean_retaken;
-_Atomic uint64_t hk_lean_retaken_ms;
-atomic_llong hk_out_bytes;
-atomic_size_t hk_out_peak;
+atomic_size_t hk_lean_trimmed HK_OWN_LINE;
+atomic_size_t hk_lean_retaken HK_OWN_LINE;
+_Atomic uint64_t hk_lean_retaken_ms HK_OWN_LINE;
+atomic_llong hk_out_bytes HK_OWN_LINE;
+atomic_size_t hk_out_peak HK_OWN_LINE;
 
 uint64_t hk_now_ms(void) {
   struct timespec ts;
