@@ -192,8 +192,7 @@ static bool space_give(void *p, size_t size) {
    * then.  Locked pages (mlock) refuse MADV_DONTNEED: a new inaccessible
    * mapping in their place drops them; should that fail, the slot stays
    * taken. */
-  atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
-  if (hk_keep_errno(madvise(p, size, MADV_DONTNEED)) == 0) {
+  if (hk_os_discard(p, size)) {
     hk_os_protect_as(p, size, PROT_NONE);
   } else {
     if (map_prot(p, size, PROT_NONE, MAP_FIXED | MAP_NORESERVE) != p) return true;
@@ -206,12 +205,6 @@ static bool space_give(void *p, size_t size) {
 
 void hk_os_unmap(void *p, size_t size) {
   if (space_give(p, size)) return;
-  /* the last aligned mapping gone: the next goes where it was, not below
-   * it (a program that maps and unmaps one block would walk down the
-   * address space) */
-  uintptr_t hint = (uintptr_t)p;
-  atomic_compare_exchange_strong_explicit(&next_aligned_hint, &hint, (uintptr_t)p + size, memory_order_relaxed,
-                                          memory_order_relaxed);
   unmap_raw(p, size);
   atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
 }
@@ -239,9 +232,9 @@ bool hk_os_decommit(void *p, size_t size) {
   return hk_keep_errno(madvise(p, size, hk_opt.decommit == HK_DECOMMIT_FREE ? MADV_FREE : MADV_DONTNEED)) == 0;
 }
 
-void hk_os_discard(void *p, size_t size) {
+bool hk_os_discard(void *p, size_t size) {
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
-  hk_keep_errno(madvise(p, size, MADV_DONTNEED));
+  return hk_keep_errno(madvise(p, size, MADV_DONTNEED)) == 0;
 }
 
 void hk_os_protect(void *p, size_t size, bool access) {

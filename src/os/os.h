@@ -22,7 +22,7 @@ HK_HIDDEN void hk_os_space_lock(void);                      /* no slot taken mea
 HK_HIDDEN void hk_os_space_unlock(bool child);
 HK_HIDDEN int hk_os_mlockall(int flags);                             /* the system call itself */
 HK_HIDDEN bool hk_os_read(void *dst, const void *src, size_t n);  /* a fault-safe copy of this process's memory */
-HK_HIDDEN void hk_os_discard(void *p, size_t size);  /* its pages gone: zero when next read */
+HK_HIDDEN bool hk_os_discard(void *p, size_t size);  /* its pages gone: zero when next read; false if refused (mlock) */
 HK_HIDDEN bool hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says; false if refused */
 HK_HIDDEN bool hk_os_huge_pages_available(void);  /* the kernel gives transparent huge pages to this process */
 HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */

@@ -4,7 +4,7 @@
  * A huge block is a run of 64 KiB units in a 128 MiB region aligned to its
  * size; the region's first 2 MiB hold its header (only its first pages are
  * ever touched), so a block's header is found from the block itself, which
- * starts past them: (p - 2 MiB) rounded down to 128 MiB.  Regions that large
+ * starts a unit or more past it: (p - 64 KiB) rounded down to 128 MiB.  Regions that large
  * let blocks of tens of MiB share one and take each other's units when they
  * are freed, rather than each needing fresh memory, and units that small
  * waste little at the end of a block (a 2 MiB granule per block wasted 0.56
@@ -22,7 +22,9 @@
  *
  * A block too big for a region (or too strongly aligned) gets a "jumbo"
  * region of its own, with the same header, the block at 2 MiB (or at the
- * offset its alignment needs).  Freed jumbo regions are kept, dirty, in a
+ * offset its alignment needs; a unit in where a tight address-space limit
+ * leaves no room for more; so does a huge block no region can be had for).
+ * Freed jumbo regions are kept, dirty, in a
  * small cache for blocks of about their size, and unmapped on the purge
  * schedule; realloc grows and shrinks them with mremap, without a copy.
  *
@@ -109,7 +111,6 @@ size_t hk_huge_resident(void) {
 }
 
 static size_t units(size_t size) { return (size + HK_UNIT_SIZE - 1) >> HK_UNIT_SHIFT; }
-static size_t units_bytes(size_t n) { return n << HK_UNIT_SHIFT; }
 
 /* Where a run of n units goes in a region: at a multiple of `step`, in a
  * stretch of free units (clear in `used`), with the fewest units outside
@@ -328,16 +329,16 @@ size_t hk_huge_block_of(const void *p, bool *live) {
     return off >= r->offset && (*live || off == r->offset) ? r->size - r->offset : 0;
   }
   for (int u = (int)(off >> HK_UNIT_SHIFT); u >= (int)HK_REGION_HEADER_UNITS; u--) {
-    if (!r->run[u] || units_bytes((size_t)u + r->run[u]) <= off) continue;
+    if (!r->run[u] || hk_units_bytes((size_t)u + r->run[u]) <= off) continue;
     *live = r->used[u / 64] >> (u % 64) & 1;
-    return *live || off == units_bytes((size_t)u) ? units_bytes(r->run[u]) : 0;
+    return *live || off == hk_units_bytes((size_t)u) ? hk_units_bytes(r->run[u]) : 0;
   }
   return 0;
 }
 
 static size_t block_bytes(const hk_region_t *r, const void *p) {
   if (r->offset) return r->size - r->offset;
-  return units_bytes(r->run[((uintptr_t)p - (uintptr_t)r) >> HK_UNIT_SHIFT]);
+  return hk_units_bytes(r->run[((uintptr_t)p - (uintptr_t)r) >> HK_UNIT_SHIFT]);
 }
 
 static void mark(const void *p, uint8_t value) { hk_class_map_set(p, 1, value); }
@@ -437,7 +438,7 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
     uint64_t faulted = fresh[i] ? hk_page_mask(ends[i]) & ~r->used[k] : 0;
     r->dirty[k] |= faulted;
     r->warm[k] |= faulted;
-    if (faulted) hk_resident_add(&set_of(r)->resident, (ptrdiff_t)units_bytes((size_t)__builtin_popcountll(faulted)));
+    if (faulted) hk_resident_add(&set_of(r)->resident, (ptrdiff_t)hk_units_bytes((size_t)__builtin_popcountll(faulted)));
   }
 }
 
@@ -479,7 +480,7 @@ static void fill_zero(uint8_t *p, const hk_fill_t *f) {
   }
   for (unsigned k = 0; k < HK_REGION_WORDS; k++)
     for (uint64_t b = f->stale[k]; b; b &= b - 1) {
-      size_t off = units_bytes((size_t)k * 64 + (unsigned)__builtin_ctzll(b));
+      size_t off = hk_units_bytes((size_t)k * 64 + (unsigned)__builtin_ctzll(b));
       if (off < f->size) memset(p + off, 0, hk_min(HK_UNIT_SIZE, f->size - off));
     }
 }
@@ -499,7 +500,7 @@ static void *place(hk_region_t *r, unsigned u, unsigned n, hk_fill_t *f) {
   take_units(r, u, n);
   r->run[u] = (uint16_t)n;
   memset(&r->run[u + 1], 0, (n - 1) * sizeof r->run[0]);  /* no freed block's start lies inside a live one */
-  return (uint8_t *)r + units_bytes(u);
+  return (uint8_t *)r + hk_units_bytes(u);
 }
 
 /* The best place for n units at a multiple of `step` in set h's regions,
@@ -634,7 +635,7 @@ void *hk_huge_take_class(unsigned cls, unsigned arena, bool *zero) {
   }
   *zero = f.clean;
   mark(p, (uint8_t)cls);
-  __atomic_store_n(&h->class_bytes, h->class_bytes + units_bytes(n), __ATOMIC_RELAXED);
+  __atomic_store_n(&h->class_bytes, h->class_bytes + hk_units_bytes(n), __ATOMIC_RELAXED);
   hk_unlock(&h->lock);
   return p;
 }
@@ -661,7 +662,7 @@ void hk_huge_release_class(unsigned cls, void *chain) {
     ((uint64_t *)b)[1] = 0;  /* its free mark, which a huge block placed here would carry (a hardened free aborts on it) */
     r->stretches_kept = false;
     release_units(r, u, n);  /* run[u] stays, as for huge blocks */
-    __atomic_store_n(&h->class_bytes, h->class_bytes - units_bytes(n), __ATOMIC_RELAXED);
+    __atomic_store_n(&h->class_bytes, h->class_bytes - hk_units_bytes(n), __ATOMIC_RELAXED);
     if (region_empty(r)) hk_purge_note();
   }
   if (h) hk_unlock(&h->lock);
@@ -848,8 +849,9 @@ static bool shared_resize(hk_region_t *r, void *p, size_t size) {
 
 /* Resizes a jumbo region with mremap: in place when the address space after
  * it is free, else moved (pages and all, no copy) to a new place aligned as
- * the block was.  The header's 2 MiB stay out of the move: asking for huge
- * pages on the rest made them two mappings as far as the kernel knows. */
+ * the block was.  The header's granule (jumbo_head) stays out of the move:
+ * asking for huge pages on the rest made them two mappings as far as the
+ * kernel knows. */
 static void *jumbo_resize(hk_region_t *r, size_t size) {
   size_t total = r->offset + hk_align_up(size, hk_os_page_size()), head = jumbo_head(r->offset, r->size);
   uint8_t *body = (uint8_t *)r + head;
@@ -902,7 +904,7 @@ void *hk_huge_resize(void *p, size_t size, size_t *old_size, ptrdiff_t *grown) {
   size_t old_bytes = block_bytes(r, p);
   *old_size = old_bytes - HK_GUARD;
   *grown = 0;
-  if (size > (size_t)PTRDIFF_MAX - HK_REGION_SIZE) {
+  if (!hk_huge_possible(size, 0)) {
     hk_unlock(&h->lock);
     return NULL;
   }
@@ -935,7 +937,7 @@ static size_t nonresident_word(const hk_region_t *r, unsigned k) {
   uint8_t pages[64];
   uint64_t warm = r->warm[k];
   unsigned lo = (unsigned)__builtin_ctzll(warm), n = 64 - (unsigned)__builtin_clzll(warm) - lo;
-  if (!hk_os_unit_pages((uint8_t *)r + units_bytes((size_t)k * 64 + lo), n, pages)) return 0;
+  if (!hk_os_unit_pages((uint8_t *)r + hk_units_bytes((size_t)k * 64 + lo), n, pages)) return 0;
   size_t bytes = 0;
   for (uint64_t rest = warm; rest; rest &= rest - 1)
     bytes += HK_UNIT_SIZE - pages[__builtin_ctzll(rest) - lo] * HK_PAGE_SIZE;

@@ -3,9 +3,10 @@
  * slab is a run of units holding blocks of one class.
  *
  * A unit given back stays resident until the purge schedule has seen it
- * free for a whole epoch (units.c).  New slabs take resident units first.  Empty SuperSlabs stay mapped; those beyond
- * HAKMEM_WARM_POOL_SIZE per arena are unmapped once their pages are gone
- * (never under HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF, where no page goes).
+ * free for a whole epoch (units.c).  New slabs take resident units first.
+ * Empty SuperSlabs stay mapped; those beyond HAKMEM_WARM_POOL_SIZE per
+ * arena are unmapped once their pages are gone (never under
+ * HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF, where no page goes).
  *
  * SuperSlabs are held by HK_ARENAS arenas, each behind its own lock; threads
  * are spread over the arenas, and a slab goes back to the arena of its
@@ -56,10 +57,6 @@ size_t hk_superslab_resident(void) {
 static hk_units_t units_of(hk_superslab_t *ss) {
   return (hk_units_t){(uint8_t *)ss, &ss->used, &ss->dirty, &ss->dirty_old, &ss->warm, &ss->stale, NULL,
                       1, &arenas[ss->arena].resident};
-}
-static size_t decommit_units(hk_superslab_t *ss, uint64_t bits) {
-  hk_units_t m = units_of(ss);
-  return hk_units_decommit(&m, 0, bits);
 }
 
 
@@ -370,7 +367,8 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
     /* kept empty, its counted pages gone: the rest of its huge pages too,
      * the header's unit but for the header */
     size_t header = hk_align_up(sizeof *ss, HK_PAGE_SIZE);
-    decommit_units(ss, ~HK_SS_RESERVED);
+    hk_units_t m = units_of(ss);
+    hk_units_decommit(&m, 0, ~HK_SS_RESERVED);
     hk_os_decommit((uint8_t *)ss + header, HK_UNIT_SIZE - header);
     ss->bare = true;
   }
