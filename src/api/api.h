@@ -9,11 +9,12 @@
  *                                         marked free: pop (thread/thread.h)
  *     hk_malloc_slow -> route             (api/alloc.c) the one size router:
  *       hk_process_init                   the first call of the process (service/init.c)
- *       hk_huge_alloc                     n > 1 MiB: units of a region of the thread's arena's
- *                                         set, best fit, else another set's resident ones, else
+ *       hk_huge_alloc                     n > 1 MiB: units of a region of the thread's arena,
+ *                                         best fit, else another arena's resident ones, else
  *                                         a mapping of its own (region/huge.c)
- *         region_map -> hk_os_space_take or hk_os_map_aligned (os/os.c),
- *                       hk_class_map_reserve (map/class_map.c)
+ *         hk_region_map (region/arena.c)  the one way to the OS: hk_os_space_take or
+ *                                         hk_os_map_aligned (os/os.c), hk_class_map_reserve
+ *                                         (map/class_map.c)
  *       hk_tcache_pop, hk_tcache_refill   the list is empty (else hk_misuse_freed: its first
  *                                         block was handed out before, or written to)
  *                                         (thread/tcache.c)
@@ -22,17 +23,17 @@
  *                                         a spare one for a producer), or blocks from
  *                                         slabs (slab/central.c)
  *           hk_slab_new -> take_units     a run of units in the arena (region/superslab.c)
- *             superslab_map -> hk_os_space_take  a slot of the space reserved at start-up,
- *               or spares_map -> hk_os_map_aligned  else a few SuperSlabs mapped at once
+ *             superslab_map -> hk_region_map  a slot of the space reserved at start-up,
+ *                                         else a few SuperSlabs mapped at once for the arena
  *         hk_central_take_large         large classes: a spare block of the class (32-256 KiB), or
  *                                         a block not touched where its memory reads as zero
  *                                         (its page faults are the program's):
- *           hk_large_take                 a one-block slab (on resident units while there
- *                                         are spares, else they go back first),
- *           hk_huge_take_class            or above 256 KiB a run of units in a huge region
+ *           hk_large_take                 (region/arena.c) a one-block slab (on resident units
+ *                                         while there are spares, else they go back first),
+ *             hk_huge_take_class          or above 256 KiB a run of units in a huge region
  *       (nothing to be had: hk_purge_all, what malloc_trim does, and one more try)
  *       hk_purge_poll                     a tick due? (service/purge.c) -> hk_central_purge,
- *                                         hk_superslab_purge, hk_huge_purge -> hk_os_decommit;
+ *                                         hk_region_purge -> hk_units_age -> hk_os_decommit;
  *                                         lean mode over its cap: hk_huge_nonresident ->
  *                                         hk_os_unit_pages (mincore), then the same purges
  *
@@ -44,8 +45,8 @@
  *                                         mallocs) on this CPU, or return blocks to slabs
  *           hk_slab_release               an empty slab: its units dirty in the SuperSlab
  *           hk_large_release              large blocks: kept as spares up to a bound, else
- *                                         their units back at once
- *           hk_huge_release_class         (above 256 KiB: to their huge region)
+ *                                         their units back at once (above 256 KiB:
+ *                                         hk_huge_release_class, to their huge region)
  *       hk_purge_poll
  *     hk_free_slow                        anything else: NULL, huge, or an error
  *       hk_huge_free                      units dirty in their region
@@ -56,30 +57,18 @@
  * <__libc_free> shows them, and `make bench-callgrind` counts them per
  * random_mixed iteration.
  *
- * A thread's cache is one TLS struct: per size class a singly linked list of
- * free blocks and a "room" counter (capacity minus length).  malloc pops,
- * free pushes; everything else is reached through one well-predicted branch.
- * A pointer's class comes from the class map: one byte per 64 KiB unit of
- * the address space, 0 for memory hakmem does not own as the first unit of a
- * slab, one flat array below a ceiling, so a lookup is one bound check and
- * one load, and no load waits for another before the class is known.
- *
- * Misuse the fast path catches at no more cost than a few instructions:
- * - a pointer hakmem did not hand out: its unit is not the first of one of
- *   hakmem's slabs (class 0), or it is not on a block boundary of its slab
- *   (every slab of a small class is one unit, so the offset in the unit
- *   tells, with one multiplication: hk_on_boundary);
- * - a block freed twice: free marks every block free with a per-process
- *   random key in its second word, which malloc checks and clears as it
- *   hands the block out.  A block freed twice sits on a list twice; the
- *   first copy handed out loses the mark, so malloc, reaching the second,
- *   finds it unmarked (as it finds one the program wrote into after its
- *   free) and aborts before the block is handed out twice.  free reads
- *   nothing of the block: a block freed long ago is a cache miss, and a load
- *   holds up everything after it where a store does not (at 100 000 live
- *   blocks, a check at free cost a third of the speed).  Blocks home in
- *   their slabs carry the key's complement: one freed again is caught when
- *   its slab hands it out or, seemingly empty, is given back (central.c). */
+ * A thread's cache is one TLS struct: per size class a linked list of free
+ * blocks and a "room" counter (capacity minus length).  A pointer's class
+ * comes from the class map, one byte per 64 KiB unit (0: not the first unit
+ * of a slab): one bound check and one load.  Misuse caught on the way, for a
+ * few instructions (docs/DESIGN.md, Misuse detection): a pointer not on a
+ * block boundary of a slab (hk_on_boundary), and a block freed twice: free
+ * marks each block with a per-process key in its second word, which malloc
+ * checks and clears as it hands it out, so the second copy of a block on a
+ * list twice is found unmarked before it is handed out again.  free reads
+ * nothing of the block: a load of a block freed long ago is a cache miss
+ * that holds up what follows (a check at free cost a third of the speed at
+ * 100 000 live blocks). */
 #ifndef HK_API_H
 #define HK_API_H
 

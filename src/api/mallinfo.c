@@ -1,20 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* glibc's statistics and tuning calls, answered by hakmem: mallinfo2,
- * mallinfo, malloc_stats, malloc_info and mallopt.  Defined here, a program
- * that calls them (or links statically) gets hakmem's figures rather than
- * those of glibc's own, unused, heap.
+/* glibc's statistics and tuning calls (mallinfo2, mallinfo, malloc_stats,
+ * malloc_info, mallopt): a program calling them (or linked statically) gets
+ * hakmem's figures, not those of glibc's own, unused, heap.
  *
- * Huge blocks (above 1 MiB) stand for glibc's mmapped chunks, and the rest
- * of hakmem's memory for its arenas, so that the sums programs make of the
- * fields come out as with glibc: bytes in use are uordblks + hblkhd, and
- * arena is uordblks + fordblks.  struct mallinfo2's fields, as hakmem fills
- * them:
+ * Huge blocks (above 1 MiB) stand for glibc's mmapped chunks, the rest of
+ * hakmem's memory for its arenas, so that programs' sums of the fields come
+ * out as with glibc: bytes in use are uordblks + hblkhd, and arena is
+ * uordblks + fordblks.  struct mallinfo2's fields, as hakmem fills them:
  *   arena     bytes committed (SuperSlab and huge-region units in use, or free
  *             and resident) but those of huge blocks
  *   ordblks   free blocks in the central caches (parked or in slabs)
  *   smblks    free blocks in thread caches (glibc's fastbins: kept by threads)
- *   hblks     huge blocks in use
- *   hblkhd    their bytes
+ *   hblks     huge blocks in use; hblkhd their bytes
  *   usmblks   0 (as glibc)
  *   fsmblks   bytes of blocks in thread caches
  *   uordblks  bytes in use in blocks up to 1 MiB
@@ -71,8 +68,7 @@ HK_EXPORT struct mallinfo mallinfo(void) {
 #undef HK_INT
 }
 
-/* glibc's format, one arena: hakmem's heap but its huge blocks, which are
- * glibc's mmapped chunks. */
+/* glibc's format: one arena, hakmem's heap but huge blocks (mmapped chunks). */
 HK_EXPORT void malloc_stats(void) {
   hak_stats_t s;
   hak_stats_get(&s);
@@ -122,11 +118,10 @@ HK_EXPORT int malloc_info(int options, FILE *f) {
   return 0;
 }
 
-/* glibc's parameters and its answers: M_ARENA_MAX sets how many arenas hold
- * SuperSlabs (for threads started from then on; 0 or less is ignored); the
- * others are accepted and ignored, since nothing in hakmem matches them, but
- * refused (0) where glibc refuses the value: M_MXFAST above 160 bytes or
- * negative.  An unknown parameter gets 1, as from glibc 2.36. */
+/* glibc's parameters and answers: M_ARENA_MAX sets how many arenas hold
+ * SuperSlabs (for new threads; below 1 ignored); others match nothing here:
+ * accepted and ignored, but refused (0) where glibc refuses it: M_MXFAST
+ * above 160 bytes or negative.  Unknown ones get 1, as from glibc 2.36. */
 HK_EXPORT int mallopt(int param, int value) {
   switch (param) {
     case M_ARENA_MAX:

@@ -15,9 +15,8 @@ HK_EXPORT const char *hak_version_string(void) {
       HAKMEM_VERSION_PATCH) " (" HAK_VARIANT_NAME ")";
 }
 
-/* malloc's fast path starts a cache line and free's follows it, wherever
- * code added elsewhere in the library puts them: 32 bytes off a line, the
- * same instructions ran 8-12 % slower (tiny_hot 8 100 500000, 11 runs). */
+/* malloc's fast path starts a cache line and free's follows (off a line they
+ * ran slower: docs/DESIGN.md, Smaller details of the fast paths). */
 HK_EXPORT __attribute__((aligned(HK_CACHELINE))) void *hak_malloc(size_t size) { return hk_malloc_fast(size); }
 HK_EXPORT void hak_free(void *p) { hk_free_fast(p); }
 HK_EXPORT void *hak_calloc(size_t count, size_t size) { return hk_calloc(count, size); }
@@ -45,8 +44,7 @@ HK_EXPORT int hak_posix_memalign(void **out, size_t alignment, size_t size) {
   return 0;
 }
 
-/* C17 7.22.3.1: the alignment must be one the implementation supports; here
- * any power of two. */
+/* C17 7.22.3.1: an alignment the implementation supports: any power of two. */
 HK_EXPORT void *hak_aligned_alloc(size_t alignment, size_t size) {
   if (!hk_is_pow2(alignment)) {
     errno = EINVAL;
@@ -67,9 +65,8 @@ HK_EXPORT void *hak_memalign(size_t alignment, size_t size) {
 
 /* glibc's malloc_trim: the calling thread's cache is handed back, and
  * everything free (but what other threads' caches hold) goes back to the OS
- * now rather than on the purge schedule.  1 if memory was given back, as
- * glibc says; `pad` (memory to leave at the top of glibc's heap) has no
- * counterpart here. */
+ * now, not on the purge schedule.  1 if memory was given back, as glibc says;
+ * `pad` (room to leave at the top of glibc's heap) has no counterpart. */
 HK_EXPORT int hak_malloc_trim(size_t pad) {
   hk_process_init();
   return hk_purge_all();

@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The C++ allocation operators, defined in C under their Itanium-ABI names so
- * that the library needs no C++ runtime (libstdc++ alone would add over 1 MB
- * to every process's RSS).  Failure follows the standard: the new-handler is
- * called until it gives up, then std::bad_alloc is thrown; both are reached
- * through libstdc++'s functions: weak references where the process had
- * libstdc++ when it started, or else looked up when needed (a C program
- * loading a C++ library with dlopen gets it later).  The nothrow forms of new are left to libstdc++: they call the operator new
- * below inside a try block and turn std::bad_alloc into nullptr.
- * Names are for LP64 targets (size_t mangles as 'm'). */
+ * that the library needs no C++ runtime (docs/DESIGN.md, The C++ operators).
+ * Failure follows the standard: the new-handler is called until it gives up,
+ * then std::bad_alloc is thrown, both through libstdc++'s functions: weak
+ * references, or looked up when needed (a C program may dlopen a C++ library
+ * later).  The nothrow forms of new are libstdc++'s: they call operator new
+ * below in a try block and turn std::bad_alloc into nullptr.  Names are for
+ * LP64 (size_t mangles as 'm'). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include "api/api.h"
@@ -17,9 +16,8 @@ typedef void (*hk_new_handler_t)(void);
 extern hk_new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));   /* std::get_new_handler() */
 extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn)); /* std::__throw_bad_alloc() */
 
-/* A C++ runtime function: its weak reference, or else where the runtime
- * loaded since has it, in the global scope or not (a library loaded with
- * RTLD_LOCAL brings its runtime in its own scope). */
+/* A C++ runtime function: its weak reference, else from a runtime loaded
+ * since, global or not (RTLD_LOCAL keeps a library's runtime in its scope). */
 static void *cxx_function(void *weak, const char *name) {
   static const char *const runtimes[] = {"libstdc++.so.6", "libc++.so.1"};
   void *f = weak ? weak : dlsym(RTLD_DEFAULT, name);

@@ -1,16 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The base layer: build variants, locks, the address-space layout's
- * constants, bit and list helpers, the size classes' table, the options,
- * the counters through which the layers above hear of each other's work
- * (counters.c), and messages.  Every other layer builds on it, and it on no
- * other.
- *
- * The layers, each in its folder with one header, each including only its
- * own and lower layers' headers (scripts/layers checks it):
+ * constants, bit and list helpers, the size classes' table, options, counters
+ * (counters.c) and messages.  Each layer has a folder and one header,
+ * including only its own and lower layers' (scripts/layers checks it):
  *   base <- os <- map <- region <- slab <- thread <- service <- api
- * A lower layer takes what it needs as arguments; news travels up only
- * through the counters here (memory waiting to be given back, free resident
- * bytes, bytes handed out). */
+ * Lower layers take inputs as arguments; news goes up only through counters. */
 #ifndef HK_BASE_H
 #define HK_BASE_H
 
@@ -23,7 +17,6 @@
 #include "hakmem.h"
 
 /* Build variants: the one place where compile-time switches live.
- *
  *   HAK_VARIANT 1  fast      the default; nothing but the allocator on the fast paths
  *   HAK_VARIANT 2  standard  fast + consistency checks in the slow paths
  *   HAK_VARIANT 3  observe   standard + counters on the fast paths (the hits
@@ -33,7 +26,6 @@
  *                            checked on free, guard pages after SuperSlabs and
  *                            huge blocks, fresh blocks handed out in a random
  *                            order (libhakmem-hardened.so)
- *
  * HAK_NO_OVERRIDE builds a library that defines only the hak_* names (for
  * running the allocator under ASan/TSan next to the sanitizer's own malloc). */
 #ifndef HAK_VARIANT
@@ -72,8 +64,7 @@
 #define hk_likely(x) __builtin_expect(!!(x), 1)
 #define hk_unlikely(x) __builtin_expect(!!(x), 0)
 /* A system call whose failure the allocator handles itself: errno as it was,
- * so that a malloc that succeeds, and every free, leave errno alone (a
- * failing malloc sets ENOMEM where it gives up). */
+ * so that a malloc that succeeds, and every free, leave errno alone. */
 #define hk_keep_errno(call) \
   __extension__({                          \
     int hk_errno_ = errno;                 \
@@ -82,14 +73,11 @@
     hk_result_;                            \
   })
 
-/* The allocator's locks.  fork's prepare handler (init.c) takes them all and
- * its parent and child handlers let them go; handlers another library
- * registered before the allocator's run in between (the C library runs
- * prepare handlers last registered first, the others first registered
- * first), on the thread that holds them all: what they allocate takes no
- * lock, since no other thread can be inside.  Each thread counts the locks
- * it holds: a fork from a signal handler that interrupted the allocator
- * must not wait for them. */
+/* The allocator's locks, all taken by fork's prepare handler (init.c) and let
+ * go by its parent and child handlers; other libraries' handlers registered
+ * earlier run in between, on the thread holding them, and take none
+ * (docs/DESIGN.md, fork).  Each thread counts the locks it holds: a fork from
+ * a signal handler that interrupted the allocator must not wait for them. */
 extern __thread bool hk_forking __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
 extern __thread unsigned hk_locks_held __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
 extern __thread unsigned hk_fork_depth __attribute__((tls_model("initial-exec"))) HK_HIDDEN;  /* in fork's handlers */
@@ -133,9 +121,8 @@ static inline int hk_trylock(pthread_mutex_t *m) {
 
 static inline size_t hk_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
-/* Doubly linked lists of slabs or SuperSlabs: any struct with `next` and
- * `prev`; `head` points at the list's first node (arguments are evaluated
- * more than once). */
+/* Doubly linked lists of any struct with `next` and `prev`; `head` points at
+ * the first node (arguments evaluated more than once). */
 #define hk_list_push(head, node)                \
   do {                                          \
     (node)->prev = NULL;                        \
@@ -150,46 +137,17 @@ static inline size_t hk_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a 
     if ((node)->next) (node)->next->prev = (node)->prev;    \
     (node)->next = (node)->prev = NULL;                     \
   } while (0)
-/* A SuperSlab's unit bitmap: the run of n bits all set in `free`, starting
- * at a bit set in `starts`, with the fewest bits outside `warm` (free memory
- * still resident: reusing it costs no page fault), or -1.  *cold gets that
- * number.  Ties go to the lowest start for single bits and to the highest
- * for longer runs, so that long-lived small runs do not cut up the space
- * long ones need.  The best fit of huge regions (hk_region_fit), tried for
- * SuperSlabs too, spread a thread's slabs over more SuperSlabs and cost more
- * speed than the memory it saved was worth (docs/DESIGN.md, SuperSlabs and
- * arenas). */
 static inline uint64_t hk_bits(unsigned at, unsigned n) { return (n >= 64 ? ~0ull : (1ull << n) - 1) << at; }
-static inline int hk_find_run(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned *cold) {
-  starts &= free;  /* bit i of `starts` ends up set when bits i .. i+n-1 are all free */
-  for (unsigned i = 1; i < n && starts; i++) starts &= free >> i;
-  if (!starts) return -1;
-  if (n == 1) {
-    uint64_t w = starts & warm;
-    *cold = !w;
-    return __builtin_ctzll(w ? w : starts);
-  }
-  int best = -1;
-  *cold = n + 1;
-  for (; starts && *cold; starts &= ~(1ull << (63 - __builtin_clzll(starts)))) {
-    int s = 63 - __builtin_clzll(starts);
-    unsigned c = (unsigned)__builtin_popcountll(hk_bits((unsigned)s, n) & ~warm);
-    if (c < *cold) *cold = c, best = s;
-  }
-  return best;
-}
 
-/* How many of the `len` bits of `mask` are set in x: without the call
- * __builtin_popcountll is on x86-64's baseline where they are all set or
- * all clear, as they mostly are. */
+/* How many of the `len` bits of `mask` are set in x: no popcount call
+ * (x86-64 baseline) where all are set or clear, as they mostly are. */
 static inline unsigned hk_bits_in(uint64_t x, uint64_t mask, unsigned len) {
   x &= mask;
   return x == mask ? len : x ? (unsigned)__builtin_popcountll(x) : 0;
 }
 
 /* Units [at, end) of a bitmap a word at a time: for (hk_span_t s = hk_span(u, n);
- * hk_span_next(&s);) visits word s.k, whose bits of them are s.mask, s.len of
- * them. */
+ * hk_span_next(&s);) visits word s.k, its s.len bits of them in s.mask. */
 typedef struct hk_span {
   unsigned at, end, k, len;
   uint64_t mask;
@@ -304,8 +262,7 @@ HK_HIDDEN unsigned hk_prewarm_count(unsigned cls);
 /* ---- counters (counters.c): news for the layers above ---------------------- */
 enum {
   HK_PURGE_DUE,    /* a tick: what has been free since before the last one */
-  HK_PURGE_OLD,    /* lean mode over its target: `want` bytes of what has been free since
-                      before the last tick */
+  HK_PURGE_OLD,    /* lean mode over its target: `want` bytes free since before the last tick */
   HK_PURGE_DIRTY,  /* then `want` bytes of any free, the oldest first */
   HK_PURGE_ALL,    /* malloc_trim: everything, parked batches and empty mappings too */
 };
@@ -314,23 +271,20 @@ extern atomic_bool hk_purge_pending HK_HIDDEN;  /* some free memory waits for a 
 static inline void hk_purge_note(void) {
   if (!atomic_load_explicit(&hk_purge_pending, memory_order_relaxed)) atomic_store(&hk_purge_pending, true);
 }
-/* A layer's count of free resident bytes grew or shrank: each layer (an
- * arena, the huge regions) keeps its own, written under its own lock on a
- * line no other layer's threads write, and read by hk_purge_resident. */
+/* A layer's count of free resident bytes changed: each layer keeps its own,
+ * under its own lock on a line of its own, read by hk_purge_resident. */
 extern __thread size_t hk_resident_mine __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
 static inline void hk_resident_add(size_t *count, ptrdiff_t bytes) {
   __atomic_store_n(count, *count + (size_t)bytes, __ATOMIC_RELAXED);
   hk_resident_mine += (size_t)bytes;  /* this thread's changes: lean mode's view of the counts (purge.c) */
   if (bytes > 0) hk_purge_note();
 }
-/* Lean mode's learning (purge.c): the bytes its last trim gave back, and the
- * fresh bytes taken since, and when (ms) they came to half of those (0: not
- * yet). */
+/* Lean mode's learning (purge.c): the bytes its last trim gave back, the
+ * fresh bytes taken since, and when (ms) they came to half (0: not yet). */
 extern atomic_size_t hk_lean_trimmed, hk_lean_retaken HK_HIDDEN;
 extern _Atomic uint64_t hk_lean_retaken_ms HK_HIDDEN;
 HK_HIDDEN void hk_fresh_taken(size_t bytes);  /* fresh memory taken from the OS */
-/* The bytes handed out of the central caches and huge regions, and their
- * peak (hak_stats_get's). */
+/* Bytes handed out of the central caches and huge regions, and their peak. */
 extern atomic_llong hk_out_bytes HK_HIDDEN;
 extern atomic_size_t hk_out_peak HK_HIDDEN;
 HK_HIDDEN void hk_out_add(ptrdiff_t bytes);
@@ -340,8 +294,7 @@ HK_HIDDEN uint64_t hk_now_ms(void);  /* CLOCK_MONOTONIC_COARSE */
 /* ---- messages (message.c): formatted on the stack, written with write(2) --- */
 HK_HIDDEN void hk_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 HK_HIDDEN __attribute__((noreturn)) void hk_fatal(const char *what, const void *p);
-/* An invariant of the slow paths, checked in the standard builds and
- * compiled out (condition included) in fast. */
+/* A slow-path invariant, checked but in fast, which compiles out even cond. */
 #define hk_assert(cond, what)                                                    \
   do {                                                                           \
     if (HAK_CHECKS && hk_unlikely(!(cond))) hk_fatal("internal check failed: " what, NULL); \

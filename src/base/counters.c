@@ -1,16 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* Counters: how the layers tell the ones above of their work without a call
- * up.  The regions and the central cache say that free memory waits for the
- * purge schedule (hk_purge_note) and how much of it is resident
- * (hk_resident_add); the regions, how much fresh memory they took (lean
- * mode's cap learns from it); thread caches and huge blocks, how many bytes
- * are out (statistics' peak).  The purge schedule and statistics read them. */
+/* Counters: how layers tell those above of their work without a call up: free
+ * memory awaiting purge (hk_purge_note), how much resident (hk_resident_add),
+ * fresh memory taken (lean's cap learns from it), bytes out (stats' peak). */
 #include <time.h>
 #include "base/base.h"
 
-/* Each on a line of its own: the slow paths of every thread read the first,
- * threads that move bytes out write the others (sharing a line, two
- * threads replacing blocks of 1-4 MiB ran 0.79 times as fast). */
+/* Each on a line of its own: every thread's slow paths read the first,
+ * threads moving bytes out write the others (two threads replacing 1-4 MiB
+ * blocks ran 0.79 times as fast sharing one). */
 #define HK_OWN_LINE __attribute__((aligned(HK_CACHELINE)))
 atomic_bool hk_purge_pending HK_OWN_LINE;
 __thread size_t hk_resident_mine;

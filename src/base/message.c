@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Messages and fatal errors: a block freed twice, corrupted lists.
- * Everything is formatted on the stack and written with write(2): nothing
- * here allocates. */
+/* Messages and fatal errors (a block freed twice, corrupted lists), formatted
+ * on the stack and written with write(2): nothing here allocates. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,12 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Options: one table drives reading them from the environment (once, at
- * start-up), the HAKMEM_VERBOSE dump and the README's list (scripts/options_doc.c).
- *
- * A profile (HAKMEM_PROFILE) picks the defaults of every row at once; a
- * variable set in the environment beats its profile's default.  A value that
- * cannot be read is reported on stderr, naming the variable and the value used
- * instead, and never stops the program.  Programs run setuid or setgid
- * ignore the environment, as glibc's malloc does its tunables. */
+/* Options: one table drives reading the environment (once, at start), the
+ * HAKMEM_VERBOSE dump and the README's list (scripts/options_doc.c).  A
+ * profile (HAKMEM_PROFILE) picks every row's default; a variable set in the
+ * environment beats it.  A bad value is reported on stderr, never fatal.
+ * Setuid programs ignore the environment, like glibc's malloc tunables. */
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <stdio.h>
@@ -123,8 +120,7 @@ void hk_option_format(const hk_option_t *o, size_t v, char *buf, size_t len) {
   }
 }
 
-/* The option's value from the environment, or `def` (with a warning if the
- * variable is set to something that is not a value of the option). */
+/* The option's value from the environment, else `def` (warned if invalid). */
 static size_t read_option(const hk_option_t *o, size_t def, bool *from_env) {
   const char *s = secure_getenv(o->name);  /* a setuid program runs with the defaults */
   size_t v;
@@ -158,9 +154,8 @@ void hk_options_init(bool huge_pages) {
     *field_of(o) = read_option(o, o->def[hk_profile], &env);
     if (env) from_env_mask |= 1u << i;
   }
-  /* Where the kernel gives no huge pages (THP "never", or disabled for the
-   * process), the units beside a block a huge page would have made resident
-   * would be counted resident without being so. */
+  /* No kernel huge pages (THP "never", or off for us): units a huge page
+   * would have made resident beside a block would count resident wrongly. */
   if ((hk_opt.huge_thp || hk_opt.ss_thp) && !huge_pages) {
     hk_opt.huge_thp = hk_opt.ss_thp = 0;
     no_huge_pages = true;

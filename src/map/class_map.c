@@ -1,30 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* The class map: one byte per 64 KiB unit of the address space (the class of
- * the blocks of a slab's first unit, HK_MAP_HUGE, a header mark, or 0), read
- * by every free.  It is flat: one array indexed by the address shifted right
- * by 16, reserved once (MAP_NORESERVE: a page of it is touched only where
- * hakmem has memory, one page per 256 MiB), so a lookup is one load after one
- * bound check.  It covers the addresses below a ceiling:
- * - the whole user address space (2 GiB of address space for the 47 bits of
- *   x86-64, 4 GiB for 48-bit arm64), where the kernel and sanitizers put
- *   their mappings;
- * - under an address-space limit (RLIMIT_AS) or strict overcommit
- *   (vm.overcommit_memory=2), where reserving gigabytes is not free, a
- *   window at the bottom of the address space: 8 times the limit, or 1 TiB;
- *   hakmem then places its own mappings below the ceiling (os.c).
- * A program that lowers RLIMIT_AS after start-up must leave room for the map.
- * Before set-up it covers one unit, NULL's, with the static zero byte, so
- * that even a free(NULL) before anything else finds it.
- * The map is read-only but for the pages that cover address space hakmem
- * has mapped (one per 256 MiB), so that mlockall, which locks and fills
- * every page a process may write, fills a few pages of it, not 2 GiB.
- * Each page of the map counts the units of the mappings it covers
- * (hk_class_map_reserve, hk_class_map_release): the last one unmapped, the
- * page is given back and read-only again.  Else every 128 MiB region or
- * over-aligned block mapped at a fresh address and unmapped again would
- * leave a resident page of the map behind, and the split of the map's
- * mapping that its protection made (the kernel allows a process 65 530
- * mappings in all). */
+/* The class map: a byte per 64 KiB unit of the address space (a slab's first
+ * unit: its blocks' class; HK_MAP_HUGE, a header mark, or 0), read by every
+ * free: one flat array reserved once, a lookup one load after one bound
+ * check.  It covers the whole user address space, or under an address-space
+ * limit or strict overcommit a window at its bottom (os.c maps below it);
+ * before set-up, NULL's unit only, for a first free(NULL).  Read-only but for
+ * pages covering hakmem's mappings (for mlockall), each counting the units it
+ * covers, given back when the last goes (docs/DESIGN.md, The class map). */
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -41,10 +23,8 @@ static struct {
 hk_fast_t hk_fast = {.map = &before_setup.unit0, .map_units = 1};
 
 /* The reservation's start and the bytes of it the map takes (the page of
- * magic words, the map, and the counts of units each page of those covers,
- * users[], one per page of the reservation), and a bit per 4 KiB of those:
- * made writable.  Changes of protection and of the counts are made under a
- * lock. */
+ * magic words, the map, and users[], the units each of its pages covers),
+ * and a bit per 4 KiB of those: writable.  protect_lock covers changes. */
 static uint8_t *reserved;
 static size_t reserved_map_bytes;
 static uint16_t *users;    /* by page of the reservation; 4 096 units a page at most */
@@ -63,10 +43,9 @@ static void set_writable(size_t first, size_t n, bool on) {
     else atomic_fetch_and_explicit(&map_writable[k / 64], ~(1ull << k % 64), memory_order_release);
 }
 
-/* Makes page i (of the system's page size) of the reservation writable;
- * false if the kernel refuses; protect_lock held.  Out of kernel memory
- * areas (each page made writable splits the mapping): all of it writable
- * then, one area again. */
+/* Makes page i (system page size) of the reservation writable, protect_lock
+ * held; false if the kernel refuses.  Out of kernel memory areas (each page
+ * made writable splits the mapping): all of it writable, one area again. */
 static bool page_make_writable(size_t i, size_t page) {
   size_t per = page / 4096;
   if (page_writable(i * per)) return true;
@@ -106,11 +85,9 @@ void hk_class_map_fork_unlock(bool child) {
   else hk_unlock(&protect_lock);
 }
 
-/* mlockall: locks and fills every page the process may read, which would
- * fill the 2 GiB of the map that nothing wrote.  So the map's unwritten
- * pages are made inaccessible while it runs, and the map, hakmem's own, is
- * left unlocked after it: the program's memory, blocks and SuperSlabs and
- * regions, is locked as it asked. */
+/* mlockall locks and fills every page the process may read: the map's
+ * unwritten pages are made inaccessible while it runs, and the map, hakmem's
+ * own, is left unlocked after it; the program's memory is locked as asked. */
 int hk_class_map_mlockall(int flags) {
   if (!reserved) return hk_os_mlockall(flags);
   hk_lock(&protect_lock);
@@ -162,10 +139,9 @@ void hk_class_map_init(const uint32_t *magic_words, const uint64_t *first_words)
     uint8_t *map = roomy ? hk_os_reserve(bytes + space) : NULL;
     bool with_space = map != NULL;
     if (!map && !(map = hk_os_reserve(bytes))) continue;
-    /* readable (unlocked first: after an mlockall(MCL_FUTURE) before this,
-     * readable would mean filled); writable: the page of magic words and the
-     * map's first page, the entries of the lowest addresses, NULL's among
-     * them, which every free(NULL) reads, so that mlockall never hides it */
+    /* readable (unlocked first: after an mlockall(MCL_FUTURE), readable
+     * means filled); writable: the magic words' page and the map's first,
+     * which holds NULL's entry that every free(NULL) reads */
     size_t first = HK_PAGE_SIZE + page;
     hk_os_munlock(map, bytes);
     if (!hk_os_protect_as(map, bytes, PROT_READ) || !hk_os_protect_as(map, first, PROT_READ | PROT_WRITE)) {
@@ -176,8 +152,7 @@ void hk_class_map_init(const uint32_t *magic_words, const uint64_t *first_words)
     reserved_map_bytes = bytes;
     reserved = map;
     users = (uint16_t *)(map + counted);
-    /* a byte per 64 KiB unit, written where hakmem has memory: a huge page
-     * for each place written (THP "always") would cost 2 MiB apiece */
+    /* under THP "always", each place written would cost a 2 MiB page */
     hk_os_advise_small(map, bytes);
     /* in the page before the map: hk_class_magic's words, hk_class_magic_first's before them */
     uint32_t *magic = (uint32_t *)(map + HK_PAGE_SIZE) - 256;
@@ -191,22 +166,18 @@ void hk_class_map_init(const uint32_t *magic_words, const uint64_t *first_words)
   }
 }
 
-/* The units a mapping [start, start + size) counts for: those that start
- * in it, so that the counts of two mappings side by side (a block grown in
- * place) add up to the count of the one they make. */
+/* The units a mapping [start, start + size) counts for: those starting in it,
+ * so two side by side (a block grown in place) count as the one they make. */
 static void units_of(const void *start, size_t size, uintptr_t *u, uintptr_t *end) {
   *u = ((uintptr_t)start + HK_UNIT_SIZE - 1) >> HK_UNIT_SHIFT;
   *end = ((uintptr_t)start + size + HK_UNIT_SIZE - 1) >> HK_UNIT_SHIFT;
 }
 
-/* Adds `sign` times the units [u, end) to the counts of the map's pages
- * that hold their entries; protect_lock held.  A page whose count leaves
- * 0 is made writable (its count's page too); returns the first unit not
- * counted: `end`, or short of it if the kernel refused.  A page whose count
- * comes back to 0 holds no entry that is not 0 (each mapping's were cleared
- * before it went): it is given back, and read-only again unless the whole
- * map had to be made writable; not the first ones, which init made
- * writable for good. */
+/* Adds `sign` times units [u, end) to their map pages' counts, protect_lock
+ * held.  A page whose count leaves 0 is made writable (its count's page too);
+ * returns the first unit not counted (short of `end` if refused).  A page
+ * back at 0 holds only zeros: given back, read-only again unless the whole
+ * map is writable; not the first ones, writable since init. */
 static uintptr_t count_users(uintptr_t u, uintptr_t end, int sign) {
   size_t page = hk_os_page_size(), kept = (HK_PAGE_SIZE + page + page - 1) / page;
   for (uintptr_t next; u < end; u = next) {
@@ -228,10 +199,9 @@ static uintptr_t count_users(uintptr_t u, uintptr_t end, int sign) {
 }
 
 /* Whether the map can record [start, start + size), a mapping hakmem has
- * made: below the ceiling, and its entries' pages writable (made so now,
- * where they can fail: the allocation then fails with ENOMEM, and no later
- * hk_class_map_set in the range can).  Counted till hk_class_map_release
- * of the same range (or of ranges side by side that make it). */
+ * made: below the ceiling, and its entries' pages made writable now, where
+ * failing fails the allocation (ENOMEM), not a later hk_class_map_set.
+ * Counted till hk_class_map_release of the range (or of its parts). */
 bool hk_class_map_reserve(const void *start, size_t size) {
   uintptr_t u, end, last = (uintptr_t)start + size;
   units_of(start, size, &u, &end);

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* OS layer: every mmap/munmap/mremap/madvise hakmem makes goes through here
- * and is counted. */
+/* OS layer: every mmap/munmap/mremap/madvise hakmem makes, counted. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sched.h>
@@ -66,15 +65,11 @@ static uint8_t *map_below(uintptr_t top, size_t size, size_t alignment, size_t o
   return p;
 }
 
-/* A mapping of `size` bytes at p with p + offset a multiple of `alignment`,
- * below the ceiling.  Mappings come top-down, so the address just below the
- * last aligned one is usually free and aligned: try it first, then over-map
- * and trim (three calls instead of one).  When the kernel puts a mapping
- * above the ceiling (a window low in the address space, under an
- * address-space limit), aligned places below the ceiling are tried, going
- * down; so they are where the limit leaves no room for the over-mapping
- * (only `size` bytes of it: below the place the kernel finds for them, if
- * there is no ceiling). */
+/* `size` bytes mapped at p, p + offset a multiple of `alignment`, below the
+ * ceiling.  Mappings come top-down, so just below the last aligned one is
+ * usually free and aligned: one call, where over-map and trim take three.  If
+ * the kernel maps above the ceiling or the limit leaves no room to over-map
+ * (no ceiling: below the kernel's pick), places are tried downwards. */
 void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
   uintptr_t hint = atomic_load_explicit(&next_aligned_hint, memory_order_relaxed);
   uintptr_t step = hk_align_up(size, alignment);
@@ -107,18 +102,11 @@ void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
   return p;
 }
 
-/* The space: address space reserved with the class map (one system call
- * for both), carved into slots: SuperSlabs in its first HK_SPACE_SS bytes,
- * shared huge regions in the rest.  It is reserved inaccessible, so that
- * mlockall, which locks and fills every accessible page, does not fill 1 GiB
- * of it.  A slot is taken with an atomic bitmap and made accessible, and
- * given back inaccessible and empty, so it reads as zero again, as a fresh
- * mapping does: a process that grows to a few hundred MiB makes no mmap or
- * munmap call for its SuperSlabs and regions, one mprotect per slot, and one
- * madvise, when the first SuperSlab is taken, gives all the SuperSlabs but
- * the first huge pages (HAKMEM_SS_THP), or all of them small ones without
- * it.  Without a space (under an address-space limit or strict overcommit)
- * or once it is full, the callers map their own (hk_os_map_aligned). */
+/* The space: address space reserved with the class map, in slots (SuperSlabs
+ * in its first HK_SPACE_SS bytes, huge regions after), inaccessible so
+ * mlockall does not fill 1 GiB of it.  A slot is taken by an atomic bitmap,
+ * made accessible, given back inaccessible and zero: no mmap or munmap calls
+ * for them.  Without one, or once full, callers map their own. */
 #define HK_SPACE_SS ((size_t)256 << 20)
 static uint8_t *space;
 static atomic_ullong space_taken[2];  /* a bit per slot: SuperSlabs, regions */
@@ -136,9 +124,8 @@ void hk_os_space_init(void *start, size_t size) {
   space = s;
 }
 
-/* Taking a slot waits for an mlockall under way (class_map.c), which
- * unlocks the slots not taken when it returns: one taken in between would
- * be filled whole, and locked. */
+/* Taking a slot waits for an mlockall under way (class_map.c), which then
+ * unlocks the slots not taken: one taken meanwhile would be filled, locked. */
 static pthread_mutex_t space_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void hk_os_space_lock(void) { hk_lock(&space_lock); }
@@ -169,9 +156,8 @@ void *hk_os_space_take(size_t size) {
       break;
     }
     account_mapped(size);
-    /* all but the first SuperSlab: see spares_map (superslab.c); without
-     * huge pages, small ones asked for where the kernel's default is huge
-     * (a slot given back and taken again has lost its advice) */
+    /* huge pages for all but the first SuperSlab, else small ones (a slot
+     * given back and mapped anew has lost its advice) */
     if (k == 0 && !atomic_exchange(&space_advised, true)) {
       if (hk_opt.ss_thp) hk_os_advise_huge(space + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
       else hk_os_advise_small(space, HK_SPACE_SS);
@@ -188,10 +174,9 @@ static bool space_give(void *p, size_t size) {
   if (!space || (uint8_t *)p < space || (uint8_t *)p >= space + HK_SPACE_SIZE) return false;
   uintptr_t off = (uintptr_t)((uint8_t *)p - space);
   unsigned k = off >= HK_SPACE_SS;
-  /* The slot is taken again as fresh, zero memory, and inaccessible till
-   * then.  Locked pages (mlock) refuse MADV_DONTNEED: a new inaccessible
-   * mapping in their place drops them; should that fail, the slot stays
-   * taken. */
+  /* The slot is taken again as fresh, zero memory, inaccessible till then.
+   * Locked pages refuse MADV_DONTNEED: a new inaccessible mapping in their
+   * place drops them; should that fail, the slot stays taken. */
   if (hk_os_discard(p, size)) {
     hk_os_protect_as(p, size, PROT_NONE);
   } else {
@@ -222,10 +207,8 @@ void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target) {
   return q;
 }
 
-/* Gives pages back as HAKMEM_SS_MEM_LEAN_DECOMMIT says: DONTNEED (they read
- * as zero afterwards) or FREE (the kernel takes them when it needs memory;
- * until then they keep their contents).  Under OFF the purges give nothing
- * back and never call this. */
+/* Gives pages back as HAKMEM_SS_MEM_LEAN_DECOMMIT says (never OFF): DONTNEED
+ * (zero when read again) or FREE (kept till the kernel needs memory). */
 bool hk_os_decommit(void *p, size_t size) {
   hk_assert(hk_opt.decommit != HK_DECOMMIT_OFF, "decommit under HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF");
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
@@ -318,10 +301,8 @@ void hk_os_space_unlock_untaken(void) {
 
 int hk_os_mlockall(int flags) { return (int)syscall(SYS_mlockall, flags); }
 
-/* Copies n bytes from src, memory of this process that may be unmapped
- * meanwhile (another thread's stack, gone with its thread): the kernel
- * copies it, and says EFAULT rather than fault.  false if it is not all
- * there, or the call is refused (a seccomp filter). */
+/* Copies n bytes of this process's memory, maybe unmapped meanwhile (a dead
+ * thread's stack): EFAULT, not a fault; false then or if refused (seccomp). */
 bool hk_os_read(void *dst, const void *src, size_t n) {
   struct iovec local = {dst, n}, remote = {(void *)src, n};
   return hk_keep_errno(process_vm_readv(getpid(), &local, 1, &remote, 1, 0)) == (ssize_t)n;

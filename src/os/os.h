@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The OS layer (os.c): every mmap, munmap, mremap, madvise and mprotect
- * hakmem makes goes through here and is counted; the space reserved at
- * start-up for SuperSlabs and regions. */
+/* The OS layer (os.c): every mmap, munmap, mremap, madvise and mprotect of
+ * hakmem's, counted; the space reserved at start for SuperSlabs and regions. */
 #ifndef HK_OS_H
 #define HK_OS_H
 

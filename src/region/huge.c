@@ -2,34 +2,27 @@
 /* Huge blocks (above the largest size class, 1 MiB).
  *
  * A huge block is a run of 64 KiB units in a 128 MiB region aligned to its
- * size; the region's first 2 MiB hold its header (only its first pages are
- * ever touched), so a block's header is found from the block itself, which
- * starts a unit or more past it: (p - 64 KiB) rounded down to 128 MiB.  Regions that large
- * let blocks of tens of MiB share one and take each other's units when they
- * are freed, rather than each needing fresh memory, and units that small
- * waste little at the end of a block (a 2 MiB granule per block wasted 0.56
- * MiB on average for blocks of 1-2 MiB).  Blocks freed stay resident until
- * the purge schedule gives their units back (as units of SuperSlabs do), so a
- * program that keeps freeing and allocating big blocks reuses the same memory
- * without a system call or a page fault.  Past the header, a region is on
- * transparent huge pages (HAKMEM_HUGE_THP): one page fault maps 2 MiB, which
- * blocks next to each other share.
- *
- * The blocks of the large size classes above 256 KiB are runs of units in
- * the regions too (hk_huge_take_class), kept in thread caches as other
- * large blocks are: among the small slabs of 4 MiB SuperSlabs, runs of 5-16
- * units left the free units too scattered for the next long run.
+ * size, whose first 2 MiB hold the header (only its first pages are ever
+ * touched): a block's header is at (p - 64 KiB) rounded down to 128 MiB.
+ * Regions that large let blocks of tens of MiB take each other's units when
+ * freed, rather than fresh memory; units that small waste little at a
+ * block's end (a 2 MiB granule wasted 0.56 MiB a block for blocks of 1-2
+ * MiB).  Freed units stay resident until the purge schedule gives them back
+ * (units.c), so a program that keeps replacing big blocks makes no system
+ * call and takes no page fault.  Past the header, a region is on transparent
+ * huge pages (HAKMEM_HUGE_THP).  The large classes above 256 KiB are runs
+ * here too (hk_huge_take_class), cached by threads as other large blocks.
  *
  * A block too big for a region (or too strongly aligned) gets a "jumbo"
- * region of its own, with the same header, the block at 2 MiB (or at the
- * offset its alignment needs; a unit in where a tight address-space limit
- * leaves no room for more; so does a huge block no region can be had for).
- * Freed jumbo regions are kept, dirty, in a
- * small cache for blocks of about their size, and unmapped on the purge
- * schedule; realloc grows and shrinks them with mremap, without a copy.
+ * region of its own with the same header, the block 2 MiB in (or at the
+ * offset its alignment needs; one unit in where a tight address-space limit
+ * leaves no room for more, as for a huge block no region can be had for).
+ * Freed jumbo regions wait, dirty, in a small cache for blocks of about
+ * their size, and are unmapped on the purge schedule; realloc resizes them
+ * with mremap, without a copy.
  *
- * The class map marks the first 64 KiB unit of each live block, and nothing
- * else, so a pointer into the middle of a block is never taken for one. */
+ * The class map marks the first unit of each live block, and nothing else:
+ * a pointer into the middle of a block is never taken for one. */
 #define _GNU_SOURCE
 #include <string.h>
 #include "region/region.h"
@@ -51,39 +44,21 @@ typedef struct hk_region {
   uint64_t split;                   /* bit h: huge page h (units 32h..32h+31) cut into small pages
                                        by a decommit of part of it: a fault there maps 4 KiB */
   unsigned top;                     /* units from here on never used nor resident: not searched */
-  unsigned set;                     /* its set (jumbo regions: set 0) */
+  unsigned arena;                   /* its arena (jumbo regions: arena 0) */
   bool stretches_kept;              /* `free` follows `used` (blocks of the large classes leave it behind) */
   struct hk_region *next, *prev;
   uint16_t run[HK_REGION_UNITS];    /* units of the block starting at each unit */
   hk_stretches_t free;              /* shared regions: the stretches of units clear in `used` */
 } hk_region_t;
 
-/* The shared regions come in sets, one per SuperSlab arena, each under a
- * lock of its own: a thread takes blocks from its arena's set, and a block
- * goes back to its region's set.  Under one lock for all, two threads
- * replacing blocks of 1-2 MiB ran at a quarter of one thread's speed
- * (`big_blocks 1000000 16 1 1048576 2097152 2 first`).  The lock spins a little before it
- * sleeps: thread caches of large blocks above 256 KiB come here at a high
- * rate, for a short hold each (larson with blocks of 256 KiB-1 MiB on two
- * threads: 1.4 times the speed of a plain mutex).  Set 0 also keeps the
- * jumbo regions. */
-typedef struct hk_huge_set {
-  pthread_mutex_t lock;
-  hk_region_t *regions;      /* shared regions */
-  size_t class_bytes;        /* bytes of the units of large-class blocks in use (hk_huge_take_class) */
-  /* Bytes of free units (and set 0: cached jumbo regions) still resident,
-   * away from the lock: lean mode reads them all at each slow path, and on
-   * the lock's line that took the line from its owner at every lock and
-   * unlock (two threads replacing blocks of 1-4 MiB ran 9 % slower). */
-  size_t resident __attribute__((aligned(64)));
-  size_t live_blocks, live_bytes;  /* huge blocks in use and the bytes of their units */
-  size_t peak_blocks, peak_bytes;  /* the most of each there has been */
-} __attribute__((aligned(64))) hk_huge_set_t;
-static hk_huge_set_t sets[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP}};
-static hk_region_t *jumbo_cache;  /* freed jumbo regions, newest first (set 0's lock) */
+/* A thread takes blocks from its arena's regions, and a block goes back to
+ * its region's arena: under one lock for all, two threads replacing blocks
+ * of 1-2 MiB ran at a quarter of one thread's speed (`big_blocks 1000000 16
+ * 1 1048576 2097152 2 first`).  Arena 0 also keeps the jumbo regions. */
+static hk_region_t *jumbo_cache;  /* freed jumbo regions, newest first (arena 0's lock) */
 static unsigned jumbo_cached;
 
-/* The blocks of the jumbo regions unmapped last (set 0's lock held), so
+/* The blocks of the jumbo regions unmapped last (arena 0's lock held), so
  * that a second free of one is told apart from a pointer hakmem never
  * handed out (hk_huge_block_of). */
 #define HK_GONE 64
@@ -93,144 +68,18 @@ static struct {
 } gone[HK_GONE];
 static unsigned gone_next;
 
-static hk_huge_set_t *set_of(const hk_region_t *r) { return &sets[r->set]; }
+static hk_arena_t *arena_of(const hk_region_t *r) { return &hk_arenas[r->arena]; }
 
-/* The set of the region whose header is at r, read without its lock (the
+/* The arena of the region whose header is at r, read without its lock (the
  * fields read are written once, when it is mapped); NULL if r holds no
  * region's header. */
-static hk_huge_set_t *set_unlocked(const hk_region_t *r) {
+static hk_arena_t *arena_unlocked(const hk_region_t *r) {
   if (__atomic_load_n(&r->magic, __ATOMIC_RELAXED) != (HK_REGION_MAGIC ^ (uintptr_t)r)) return NULL;
-  unsigned i = __atomic_load_n(&r->set, __ATOMIC_RELAXED);
-  return i < HK_ARENAS ? &sets[i] : NULL;
-}
-
-size_t hk_huge_resident(void) {
-  size_t bytes = 0;
-  for (unsigned i = 0; i < HK_ARENAS; i++) bytes += __atomic_load_n(&sets[i].resident, __ATOMIC_RELAXED);
-  return bytes;
+  unsigned i = __atomic_load_n(&r->arena, __ATOMIC_RELAXED);
+  return i < HK_ARENAS ? &hk_arenas[i] : NULL;
 }
 
 static size_t units(size_t size) { return (size + HK_UNIT_SIZE - 1) >> HK_UNIT_SHIFT; }
-
-/* Where a run of n units goes in a region: at a multiple of `step`, in a
- * stretch of free units (clear in `used`), with the fewest units outside
- * `warm` (free units still resident: no page fault); then in the shortest
- * stretch, so that short runs fill holes and leave long stretches to long
- * runs; then the nearest to one of the stretch's ends, so as not to cut it in
- * two.  Placements with more than `limit` cold units are not wanted.  With
- * step 1 the candidates are a stretch's ends and the edges of its warm runs:
- * the count of warm units in a window of n has its maxima there, so the
- * fewest cold units is found exactly; with a larger step every allowed start
- * is tried.  Units from `end` on are free and cold (the part of a region
- * never touched: their bits must be clear), and only their count matters.
- * Returns the first unit, or -1; *cold and *slack get the figures of a
- * place found. */
-typedef struct hk_fit {
-  int at;
-  unsigned cold, slack, edge;
-} hk_fit_t;
-
-static void fit_try(hk_fit_t *f, const uint64_t *warm, unsigned p, unsigned n, unsigned lo, unsigned hi) {
-  unsigned s = hi - lo - n, e = hk_min(p - lo, hi - n - p);
-  bool closer = s < f->slack || (s == f->slack && (e < f->edge || (e == f->edge && (int)p < f->at)));
-  if (f->at >= 0 && f->cold == 0 && !closer) return;  /* no count of cold units beats it */
-  unsigned k = n - hk_bits_count(warm, p, n);
-  if (f->at < 0 ? k < f->cold : k < f->cold || (k == f->cold && closer)) *f = (hk_fit_t){(int)p, k, s, e};
-}
-
-/* Stretch i is [at, at+len); its index goes to both its ends. */
-static void stretch_set(hk_stretches_t *s, unsigned i, unsigned at, unsigned len) {
-  s->span[i] = (uint32_t)len << 16 | at;
-  s->place[at] = s->place[at + len - 1] = (uint16_t)i;
-}
-
-static void stretch_drop(hk_stretches_t *s, unsigned i) {
-  unsigned last = --s->count;
-  if (i != last) stretch_set(s, i, hk_stretch_at(s, last), hk_stretch_len(s, last));
-}
-
-/* The index of the stretch starting at unit u, or of the one ending just
- * before it; s->count if there is none.  A stale place names a stretch
- * that does not start or end there. */
-static unsigned stretch_starting(const hk_stretches_t *s, unsigned u) {
-  unsigned i = u < HK_REGION_UNITS ? s->place[u] : s->count;
-  return i < s->count && hk_stretch_at(s, i) == u ? i : s->count;
-}
-static unsigned stretch_ending(const hk_stretches_t *s, unsigned u) {
-  unsigned i = u > 0 ? s->place[u - 1] : s->count;
-  return i < s->count && hk_stretch_at(s, i) + hk_stretch_len(s, i) == u ? i : s->count;
-}
-
-void hk_stretches_take(hk_stretches_t *s, unsigned start, unsigned u, unsigned n) {
-  unsigned i = stretch_starting(s, start);
-  hk_assert(i < s->count && start <= u && u + n <= start + hk_stretch_len(s, i), "a huge block's units in one free stretch");
-  unsigned end = start + hk_stretch_len(s, i);
-  if (u > start) {
-    stretch_set(s, i, start, u - start);
-    if (u + n < end) stretch_set(s, s->count++, u + n, end - u - n);
-  } else if (u + n < end) {
-    stretch_set(s, i, u + n, end - u - n);
-  } else {
-    stretch_drop(s, i);
-  }
-}
-
-void hk_stretches_give(hk_stretches_t *s, unsigned u, unsigned n) {
-  unsigned before = stretch_ending(s, u), after = stretch_starting(s, u + n);
-  if (before < s->count) {
-    stretch_set(s, before, hk_stretch_at(s, before),
-                hk_stretch_len(s, before) + n + (after < s->count ? hk_stretch_len(s, after) : 0));
-    if (after < s->count) stretch_drop(s, after);  /* may move `before` into its place, updated */
-  } else if (after < s->count) {
-    stretch_set(s, after, u, hk_stretch_len(s, after) + n);
-  } else {
-    stretch_set(s, s->count++, u, n);
-  }
-}
-
-unsigned hk_stretches_shortest(const hk_stretches_t *s, unsigned n, unsigned *at) {
-  /* The length above the first unit in one key: the least key is the
-   * shortest stretch, the lowest of equals.  Without a branch per stretch
-   * on its length against n, which went mispredicted: one thread replacing
-   * blocks of 1-4 MiB ran 1.36 times as fast, with a third fewer
-   * mispredicted branches and 3 % more instructions (cachegrind). */
-  uint32_t best = UINT32_MAX;
-  for (unsigned i = 0; i < s->count; i++) {
-    uint32_t key = s->span[i] | -(uint32_t)(s->span[i] >> 16 < n);  /* too short: none */
-    best = key < best ? key : best;
-  }
-  if (best == UINT32_MAX) return 0;
-  *at = best & 0xffff;
-  return best >> 16;
-}
-
-int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n, unsigned step,
-                  unsigned limit, unsigned *cold, unsigned *slack) {
-  hk_fit_t f = {-1, limit + 1, HK_REGION_UNITS, HK_REGION_UNITS};
-  for (unsigned lo = hk_bits_next(used, 0, false, end), hi; lo < HK_REGION_UNITS;
-       lo = hi < HK_REGION_UNITS ? hk_bits_next(used, hi, false, end) : hi) {
-    hi = hk_bits_next(used, lo, true, end);
-    if (hi == end) hi = HK_REGION_UNITS;
-    if (hi - lo < n || (f.cold == 0 && hi - lo - n > f.slack)) continue;
-    unsigned last = hi - n, warm_end = hk_min(hi, end);
-    if (step > 1) {
-      for (unsigned p = (lo + step - 1) / step * step; p <= last; p += step) fit_try(&f, warm, p, n, lo, hi);
-      continue;
-    }
-    fit_try(&f, warm, lo, n, lo, hi);
-    unsigned w = hk_bits_next(warm, lo, true, warm_end);
-    if (w == warm_end || (w == lo && hk_bits_next(warm, lo, false, warm_end) == hi)) continue;  /* all cold or all warm: lo */
-    fit_try(&f, warm, last, n, lo, hi);
-    for (unsigned we; w < warm_end; w = hk_bits_next(warm, we, true, warm_end)) {
-      we = hk_bits_next(warm, w, false, warm_end);
-      fit_try(&f, warm, hk_min(w, last), n, lo, hi);
-      fit_try(&f, warm, we >= lo + n ? hk_min(we - n, last) : lo, n, lo, hi);
-    }
-  }
-  *cold = f.cold;
-  *slack = f.slack;
-  return f.at;
-}
 
 /* ---- regions ------------------------------------------------------------------ */
 
@@ -270,17 +119,14 @@ static bool stretches_follow(const hk_region_t *r) {
 }
 
 /* The list of free stretches anew from the bitmap, after blocks of the
- * large classes came and went without it: they come at a high rate (thread
- * caches' misses and overflows, under the set's lock, which two threads
- * swapping blocks of 256 KiB-1 MiB share), and keeping the list for them
- * cost larson with such blocks 10 %; the search that needs it, a huge
- * block's, mostly follows other huge blocks. */
+ * large classes came and went without it: keeping it for them, at their
+ * rate, cost larson with blocks of 256 KiB-1 MiB 10 %. */
 static void stretches_rebuild(hk_region_t *r) {
   r->free.count = 0;
   for (unsigned lo = hk_bits_next(r->used, 0, false, HK_REGION_UNITS), hi; lo < HK_REGION_UNITS;
        lo = hk_bits_next(r->used, hi, false, HK_REGION_UNITS)) {
     hi = hk_bits_next(r->used, lo, true, HK_REGION_UNITS);
-    stretch_set(&r->free, r->free.count++, lo, hi - lo);
+    hk_stretches_give(&r->free, lo, hi - lo);
   }
   r->stretches_kept = true;
 }
@@ -364,15 +210,11 @@ static size_t jumbo_head(size_t offset, size_t size) {
 
 /* Maps a region of `size` bytes whose block, `offset` bytes in, is aligned to
  * `alignment` (the region itself to HK_REGION_SIZE). */
-static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, unsigned set) {
+static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, unsigned arena) {
   size_t align = hk_max(alignment, HK_REGION_SIZE);
-  hk_region_t *r = offset == 0 ? hk_os_space_take(size) : NULL;  /* shared: never resized */
-  if (!r) r = hk_os_map_aligned(size, align, align > HK_REGION_SIZE ? offset : 0);
+  hk_region_t *r = offset ? NULL : hk_region_map(size, 0, 0);  /* shared: never resized */
+  if (!r) r = hk_region_map(size, align, align > HK_REGION_SIZE ? offset : 0);
   if (!r) return NULL;
-  if (!hk_class_map_reserve(r, size)) {
-    hk_os_unmap(r, size);
-    return NULL;
-  }
   /* The header's granule, of which a few pages are written, on small pages
    * even where the kernel's default is huge (THP "always"); the rest as the
    * option says. */
@@ -393,7 +235,7 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, uns
     r->stretches_kept = true;
   }
   r->top = HK_REGION_HEADER_UNITS;
-  r->set = set;
+  r->arena = arena;
   hk_class_map_set(r, 1, HK_MAP_REGION);
   return r;
 }
@@ -401,7 +243,7 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, uns
 /* A shared region's units, as units.c keeps them. */
 static hk_units_t units_of(hk_region_t *r) {
   return (hk_units_t){(uint8_t *)r, r->used, r->dirty, r->dirty_old, r->warm, r->stale, &r->split,
-                      HK_REGION_WORDS, &set_of(r)->resident};
+                      HK_REGION_WORDS, &arena_of(r)->resident};
 }
 
 /* The first unit of the stretch of free units holding unit u: the one
@@ -413,14 +255,12 @@ static unsigned stretch_start(const hk_region_t *r, unsigned u) {
   return k * 64 + 64 - (unsigned)__builtin_clzll(x);
 }
 
-/* Takes units [u, u+n) of a shared region: resident ones no longer wait for
- * the purge.  On transparent huge pages, a block that is the first to touch
- * a huge page makes the whole page resident: its other free units then count
- * as free resident memory (reused first, given back on the purge schedule)
- * rather than lie resident unseen; not on a page a decommit has cut, which
- * the kernel fills 4 KiB at a time, nor on the last page of a hardened
- * build's block, whose guard cuts it.  Only the pages at the block's two
- * ends can have other units. */
+/* Takes units [u, u+n) of a shared region.  A block that is the first to
+ * touch a transparent huge page makes it resident whole: its other free
+ * units then count as free resident memory (reused first, purged on
+ * schedule) rather than lie resident unseen; not on a page a decommit has
+ * cut (filled 4 KiB at a time), nor a hardened block's last page, cut by its
+ * guard.  Only the pages at the block's two ends can have other units. */
 static void take_units(hk_region_t *r, unsigned u, unsigned n) {
   unsigned ends[2] = {u / 32, (u + n - 1) / 32};
   bool fresh[2];
@@ -438,7 +278,7 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
     uint64_t faulted = fresh[i] ? hk_page_mask(ends[i]) & ~r->used[k] : 0;
     r->dirty[k] |= faulted;
     r->warm[k] |= faulted;
-    if (faulted) hk_resident_add(&set_of(r)->resident, (ptrdiff_t)hk_units_bytes((size_t)__builtin_popcountll(faulted)));
+    if (faulted) hk_resident_add(&arena_of(r)->resident, (ptrdiff_t)hk_units_bytes((size_t)__builtin_popcountll(faulted)));
   }
 }
 
@@ -459,13 +299,11 @@ static bool fits_region(size_t n, size_t alignment) {
   return first_start(step) + n <= HK_REGION_UNITS;
 }
 
-/* Of a new block, asked for where it matters (NULL from malloc): the bytes
- * of it calloc asked for (`size`; 0 to know only whether it is `clean`),
- * and what placing it found: none of it may hold old data (`clean`), or
- * which units may (`stale`, bit i: the block's unit i), or all of it
- * (`whole`).  calloc clears them once the set's lock is let go (fill_zero):
- * while a calloc of hundreds of MiB cleared them, its set's other threads
- * waited. */
+/* What calloc must clear of a new block (NULL from malloc): of the `size`
+ * bytes asked (0: only whether it is `clean`), none (`clean`), the units
+ * that may hold old data (`stale`, bit i: the block's unit i), or all
+ * (`whole`).  fill_zero clears them once the arena's lock is let go, so that
+ * a calloc of hundreds of MiB does not hold up the arena's other threads. */
 typedef struct hk_fill {
   size_t size;
   bool clean, whole;
@@ -503,10 +341,10 @@ static void *place(hk_region_t *r, unsigned u, unsigned n, hk_fill_t *f) {
   return (uint8_t *)r + hk_units_bytes(u);
 }
 
-/* The best place for n units at a multiple of `step` in set h's regions,
+/* The best place for n units at a multiple of `step` in arena h's regions,
  * as hk_region_fit sees it, with at most `limit` cold units: its region, *u
  * and *cold; NULL if there is none. */
-static hk_region_t *best_fit(const hk_huge_set_t *h, unsigned n, unsigned step, unsigned limit, int *u,
+static hk_region_t *best_fit(const hk_arena_t *h, unsigned n, unsigned step, unsigned limit, int *u,
                              unsigned *cold) {
   hk_region_t *r = NULL;
   unsigned best = limit + 1, best_slack = HK_REGION_UNITS, c, slack;
@@ -515,13 +353,9 @@ static hk_region_t *best_fit(const hk_huge_set_t *h, unsigned n, unsigned step, 
     if (!s->stretches_kept) stretches_rebuild(s);
     hk_assert(stretches_follow(s), "a huge region's free stretches");
     /* The start of the shortest stretch, all resident, beats every other
-     * place, and it mostly is (blocks come back resident): the full walk
-     * over the bitmaps only when it is not.  Two threads replacing blocks
-     * of 1-4 MiB, 16 each: a malloc and a free cost 1 516 instructions
-     * with the list, 1 721 when the stretch was found in the bitmap
-     * (callgrind), whose edges, a branch each, went mispredicted: 1.38
-     * times the speed with the list's first version and the branchless
-     * pass, in paired rounds. */
+     * place, and mostly is one (blocks come back resident): the walk over
+     * the bitmaps, whose edges are mispredicted branches, only when it is
+     * not (big_blocks-threads: 1.38 times the speed). */
     unsigned start = 0, len = hk_stretches_shortest(&s->free, n, &start);
     if (!len) continue;
     int at;
@@ -533,19 +367,19 @@ static hk_region_t *best_fit(const hk_huge_set_t *h, unsigned n, unsigned step, 
   return r;
 }
 
-/* A block of n units from a shared region, called with the lock of set *h
- * held: the best place in its regions, unless that needs fresh pages and
- * another set, whose lock is free, has a place all resident (a set does not
- * keep resident what others could use: thread churn, where threads free
- * what others of other arenas took, peaked 10 MiB higher without); else a
- * new region of *h.  *h is then the set of the block, whose lock is held.
- * NULL if no region can be mapped. */
-static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, hk_fill_t *f) {
+/* A block of n units from a shared region, with arena *h's lock held: the
+ * best place in its regions, unless that needs fresh pages and another
+ * arena, whose lock is free, has a place all resident (docs/DESIGN.md,
+ * Regions per arena); else a new region of *h; out of address space or
+ * memory for that, a place, fresh pages and all, in another arena's regions,
+ * each locked in turn.  *h is then the block's arena, locked; NULL, with no
+ * lock held, if there is none. */
+static void *shared_alloc(hk_arena_t **h, unsigned n, size_t alignment, hk_fill_t *f) {
   unsigned step = (unsigned)hk_max(alignment >> HK_UNIT_SHIFT, 1), cold;
   int u = -1;
   hk_region_t *r = best_fit(*h, n, step, n, &u, &cold);
   for (unsigned i = 0; i < HK_ARENAS && (!r || cold); i++) {
-    hk_huge_set_t *o = &sets[i];
+    hk_arena_t *o = &hk_arenas[i];
     if (o == *h || hk_trylock(&o->lock)) continue;
     int v;
     hk_region_t *s = best_fit(o, n, step, 0, &v, &cold);
@@ -556,60 +390,18 @@ static void *shared_alloc(hk_huge_set_t **h, unsigned n, size_t alignment, hk_fi
     }
     hk_unlock(&o->lock);
   }
-  if (!r) {
-    r = region_map(HK_REGION_SIZE, 0, 0, (unsigned)(*h - sets));
-    if (!r) return NULL;
+  if (!r && (r = region_map(HK_REGION_SIZE, 0, 0, (unsigned)(*h - hk_arenas)))) {
     hk_list_push(&(*h)->regions, r);
     u = (int)first_start(step);
   }
-  return place(r, (unsigned)u, n, f);
-}
-
-/* Out of address space or memory for a new region of set *h: a place,
- * fresh pages and all, in another set's regions, each locked in turn (called
- * with no lock held).  Returns with the block's set locked in *h, or NULL
- * with none. */
-static void *shared_elsewhere(hk_huge_set_t **h, unsigned n, size_t alignment, hk_fill_t *f) {
-  unsigned step = (unsigned)hk_max(alignment >> HK_UNIT_SHIFT, 1), cold;
-  hk_huge_set_t *own = *h;
-  for (unsigned i = 0; i < HK_ARENAS; i++) {
-    if (&sets[i] == own) continue;
-    *h = &sets[i];
-    hk_lock(&(*h)->lock);
-    int u;
-    hk_region_t *r = best_fit(*h, n, step, n, &u, &cold);
-    if (r) return place(r, (unsigned)u, n, f);
-    hk_unlock(&(*h)->lock);
+  hk_arena_t *own = *h;
+  if (!r) hk_unlock(&own->lock);
+  for (unsigned i = 0; !r && i < HK_ARENAS; i++) {
+    if (&hk_arenas[i] == own) continue;
+    hk_lock(&(*h = &hk_arenas[i])->lock);
+    if (!(r = best_fit(*h, n, step, n, &u, &cold))) hk_unlock(&(*h)->lock);
   }
-  *h = NULL;
-  return NULL;
-}
-
-/* The lowest run of n free resident units in region r, or -1: what a block
- * of a large class takes when there is one, found a word at a time (runs
- * within a word by halving, runs across words by carrying their length),
- * since thread caches that miss come here at a high rate and the best fit's
- * walk over every stretch, under the lock they share, cost more. */
-static int first_warm_run(const hk_region_t *r, unsigned n) {
-  unsigned carry = 0;  /* resident free units at the top of the words so far */
-  for (unsigned k = 0; k * 64 < r->top; k++) {
-    uint64_t x = ~r->used[k] & r->warm[k];
-    unsigned lead = x == ~0ull ? 64 : (unsigned)__builtin_ctzll(~x);
-    if (carry + lead >= n) return (int)(k * 64 - carry);
-    if (x == ~0ull) {
-      carry += 64;
-      continue;
-    }
-    uint64_t starts = x;  /* bit i set: units i .. i+len-1 of the word all resident and free */
-    for (unsigned len = 1; len < n && starts; ) {
-      unsigned step = hk_min(len, n - len);
-      starts &= starts >> step;
-      len += step;
-    }
-    if (starts && n <= 64) return (int)(k * 64 + (unsigned)__builtin_ctzll(starts));
-    carry = x ? (unsigned)__builtin_clzll(~x) : 0;
-  }
-  return -1;
+  return r ? place(r, (unsigned)u, n, f) : NULL;
 }
 
 /* Blocks of the large classes above HK_REGION_CLASS_MIN: runs of units in
@@ -622,17 +414,13 @@ void *hk_huge_take_class(unsigned cls, unsigned arena, bool *zero) {
   void *p = NULL;
   hk_fill_t f;
   f.size = 0;
-  hk_huge_set_t *h = &sets[arena];
+  hk_arena_t *h = &hk_arenas[arena];
   hk_lock(&h->lock);
   for (hk_region_t *r = h->regions; r && !p; r = r->next) {
-    int u = first_warm_run(r, n);
+    int u = hk_run_first_warm(r->used, r->warm, r->top, n);
     if (u >= 0) r->stretches_kept = false, p = place(r, (unsigned)u, n, &f);
   }
-  if (!p) p = shared_alloc(&h, n, 1, &f);
-  if (!p) {
-    hk_unlock(&h->lock);
-    if (!(p = shared_elsewhere(&h, n, 1, &f))) return NULL;
-  }
+  if (!p && !(p = shared_alloc(&h, n, 1, &f))) return NULL;
   *zero = f.clean;
   mark(p, (uint8_t)cls);
   __atomic_store_n(&h->class_bytes, h->class_bytes + hk_units_bytes(n), __ATOMIC_RELAXED);
@@ -642,12 +430,12 @@ void *hk_huge_take_class(unsigned cls, unsigned arena, bool *zero) {
 
 void hk_huge_release_class(unsigned cls, void *chain) {
   unsigned n = (unsigned)units(hk_classes[cls].size);
-  hk_huge_set_t *h = NULL;  /* locked: the set of the blocks so far */
+  hk_arena_t *h = NULL;  /* locked: the arena of the blocks so far */
   while (chain != HK_END) {
     void *b = chain;
     chain = hk_next(b);
     hk_region_t *r = region_of(b);
-    hk_huge_set_t *hb = set_unlocked(r);
+    hk_arena_t *hb = arena_unlocked(r);
     if (hb != h) {
       if (h) hk_unlock(&h->lock);
       if (!(h = hb)) hk_fatal("free(): invalid pointer", b);
@@ -668,12 +456,10 @@ void hk_huge_release_class(unsigned cls, void *chain) {
   if (h) hk_unlock(&h->lock);
 }
 
-/* A jumbo region for `size` bytes: one from the cache whose block is at
- * most a quarter too big, else a new one, its block 2 MiB in (or at the
- * alignment it is made for), or, where the address space is too tight for
- * that, a unit in.  A cached region keeps the offset of its block (a unit,
- * 2 MiB, or a multiple of that: any serves a request here); *f (if asked) as
- * place fills it.  Called with set 0's lock held. */
+/* A jumbo region for `size` bytes: a cached one whose block is at most a
+ * quarter too big (any offset it kept serves), else a new one, its block
+ * 2 MiB in (or at its alignment; one unit in where the address space is too
+ * tight); *f (if asked) as place fills it.  Arena 0's lock held. */
 static void *jumbo_alloc(size_t size, size_t alignment, hk_fill_t *f) {
   size_t offset = hk_max(hk_min(alignment, HK_REGION_SIZE), HK_GRANULE);
   size_t total = offset + hk_align_up(hk_max(size, 1), hk_os_page_size());  /* a block within its mapping */
@@ -683,7 +469,7 @@ static void *jumbo_alloc(size_t size, size_t alignment, hk_fill_t *f) {
       if (cap < size || cap - size > size / 4) continue;
       hk_list_remove(&jumbo_cache, r);
       jumbo_cached--;
-      if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&set_of(r)->resident, -(ptrdiff_t)cap);
+      if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&arena_of(r)->resident, -(ptrdiff_t)cap);
       r->dirty[0] = r->dirty_old[0] = 0;
       r->used[0] = 1;
       r->alignment = alignment;
@@ -705,13 +491,11 @@ static void *jumbo_alloc(size_t size, size_t alignment, hk_fill_t *f) {
 
 static void region_unmap(hk_region_t *r) {
   r->magic = 0;
-  hk_class_map_set(r, 1, 0);
-  hk_class_map_release(r, r->size);
-  hk_os_unmap(r, r->size);
+  hk_region_unmap(r, r->size);
 }
 
 static void jumbo_unmap(hk_region_t *r) {
-  if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&set_of(r)->resident, -(ptrdiff_t)(r->size - r->offset));
+  if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&arena_of(r)->resident, -(ptrdiff_t)(r->size - r->offset));
   atomic_store_explicit(&gone[gone_next].at, (uintptr_t)r + r->offset, memory_order_relaxed);
   atomic_store_explicit(&gone[gone_next].size, r->size - r->offset, memory_order_relaxed);
   gone_next = (gone_next + 1) % HK_GONE;
@@ -719,7 +503,7 @@ static void jumbo_unmap(hk_region_t *r) {
 }
 
 /* The jumbo regions of the cache, oldest first, while `bytes` < `want`. */
-static size_t unmap_cached(size_t want, size_t bytes) {
+size_t hk_jumbo_give_back(size_t want, size_t bytes) {
   while (jumbo_cache && bytes < want) {
     hk_region_t *oldest = jumbo_cache;
     while (oldest->next) oldest = oldest->next;
@@ -731,9 +515,9 @@ static size_t unmap_cached(size_t want, size_t bytes) {
   return bytes;
 }
 
-/* Set h's live counts change by `blocks` and `bytes` (its lock held); the
+/* Arena h's live counts change by `blocks` and `bytes` (its lock held); the
  * peaks follow.  Written for readers without the lock. */
-static void count_live(hk_huge_set_t *h, ptrdiff_t blocks, ptrdiff_t bytes) {
+static void count_live(hk_arena_t *h, ptrdiff_t blocks, ptrdiff_t bytes) {
   size_t b = h->live_blocks + (size_t)blocks, n = h->live_bytes + (size_t)bytes;
   __atomic_store_n(&h->live_blocks, b, __ATOMIC_RELAXED);
   __atomic_store_n(&h->live_bytes, n, __ATOMIC_RELAXED);
@@ -748,17 +532,16 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero, unsigned arena, si
   size += HK_GUARD;
   size_t n = hk_max(units(size), 1);
   void *p = NULL;
-  hk_huge_set_t *h;  /* locked, once p is found: the block's set */
-  /* Out of address space or memory: a place in another set's regions, then
+  hk_arena_t *h;  /* locked, once p is found: the block's arena */
+  /* Out of address space or memory: a place in another arena's regions, then
    * a mapping of the block's own (a region's 128 MiB may be more than an
    * address-space limit leaves). */
-  bool shared = fits_region(n, alignment);
-  h = shared ? &sets[arena] : &sets[0];
-  hk_lock(&h->lock);
-  p = shared ? shared_alloc(&h, (unsigned)n, alignment, f) : jumbo_alloc(size, alignment, f);
-  if (!p) hk_unlock(&h->lock);
-  if (!p && shared && !(p = shared_elsewhere(&h, (unsigned)n, alignment, f))) {
-    hk_lock(&(h = &sets[0])->lock);
+  if (fits_region(n, alignment)) {
+    hk_lock(&(h = &hk_arenas[arena])->lock);
+    p = shared_alloc(&h, (unsigned)n, alignment, f);
+  }
+  if (!p) {
+    hk_lock(&(h = &hk_arenas[0])->lock);
     if (!(p = jumbo_alloc(size, alignment, f))) hk_unlock(&h->lock);
   }
   if (!p) return NULL;
@@ -772,7 +555,7 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero, unsigned arena, si
   return p;
 }
 
-/* Frees the block of region r at p; called with its set's lock held. */
+/* Frees the block of region r at p; called with its arena's lock held. */
 static void free_locked(hk_region_t *r, void *p) {
   mark(p, 0);
   if (!r->offset) {
@@ -787,31 +570,29 @@ static void free_locked(hk_region_t *r, void *p) {
     return;
   }
   r->dirty[0] = 1;
-  hk_resident_add(&set_of(r)->resident, (ptrdiff_t)(r->size - r->offset));
+  hk_resident_add(&arena_of(r)->resident, (ptrdiff_t)(r->size - r->offset));
   hk_list_push(&jumbo_cache, r);
-  if (++jumbo_cached > HK_JUMBO_CACHE) unmap_cached(1, 0);
+  if (++jumbo_cached > HK_JUMBO_CACHE) hk_jumbo_give_back(1, 0);
 }
 
-/* Locks the set of live huge block p's region and returns it, or NULL,
+/* Locks the arena of live huge block p's region and returns it, or NULL,
  * with no lock held, if p is not one.  Before the lock, only what does not
- * change while the region is mapped is read: the class map vouches for p
- * (only a free racing with another free of p could let the region go
- * meanwhile), then the header's magic and set; all of it again under the
- * lock. */
-static hk_huge_set_t *lock_set_of(const void *p, hk_region_t **r) {
+ * change while the region is mapped is read (the class map vouches for p;
+ * then the header's magic and arena), and all of it again under the lock. */
+static hk_arena_t *lock_arena_of(const void *p, hk_region_t **r) {
   uintptr_t a = (uintptr_t)p;
   if (a < HK_UNIT_SIZE || (a & (HK_UNIT_SIZE - 1)) || hk_class_map_lookup(p) != HK_MAP_HUGE) return NULL;
-  hk_huge_set_t *h = set_unlocked(region_of(p));
+  hk_arena_t *h = arena_unlocked(region_of(p));
   if (!h) return NULL;
   hk_lock(&h->lock);
-  if ((*r = lookup(p)) && set_of(*r) == h) return h;
+  if ((*r = lookup(p)) && arena_of(*r) == h) return h;
   hk_unlock(&h->lock);
   return NULL;
 }
 
 size_t hk_huge_free(void *p) {
   hk_region_t *r;
-  hk_huge_set_t *h = lock_set_of(p, &r);
+  hk_arena_t *h = lock_arena_of(p, &r);
   if (!h) return 0;
   guard(r, p, false);
   size_t bytes = block_bytes(r, p);
@@ -823,7 +604,7 @@ size_t hk_huge_free(void *p) {
 
 size_t hk_huge_usable_size(const void *p) {
   hk_region_t *r;
-  hk_huge_set_t *h = lock_set_of(p, &r);
+  hk_arena_t *h = lock_arena_of(p, &r);
   if (!h) return 0;
   size_t n = block_bytes(r, p) - HK_GUARD;
   hk_unlock(&h->lock);
@@ -865,19 +646,14 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
   }
   if (counted) hk_class_map_release((uint8_t *)r + r->size, total - r->size);
   size_t align = hk_max(HK_REGION_SIZE, r->alignment);
-  uint8_t *target = hk_os_map_aligned(total, align, align > HK_REGION_SIZE ? r->offset : 0);
-  if (target && !hk_class_map_reserve(target, total)) {
-    hk_os_unmap(target, total);
-    target = NULL;
-  }
+  uint8_t *target = hk_region_map(total, align, align > HK_REGION_SIZE ? r->offset : 0);
   if (!target) return NULL;
   size_t old_size = r->size;
   uint8_t *old = (uint8_t *)r + r->offset;
   mark(old, 0);
   if (!hk_os_remap(body, old_size - head, total - head, target + head)) {
     mark(old, HK_MAP_HUGE);
-    hk_class_map_release(target, total);
-    hk_os_unmap(target, total);
+    hk_region_unmap(target, total);
     return NULL;
   }
   /* The header is copied, not moved: had a second mremap failed, the body
@@ -898,7 +674,7 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
 
 void *hk_huge_resize(void *p, size_t size, size_t *old_size, ptrdiff_t *grown) {
   hk_region_t *r;
-  hk_huge_set_t *h = lock_set_of(p, &r);
+  hk_arena_t *h = lock_arena_of(p, &r);
   *old_size = 0;
   if (!h) return NULL;
   size_t old_bytes = block_bytes(r, p);
@@ -919,15 +695,11 @@ void *hk_huge_resize(void *p, size_t size, size_t *old_size, ptrdiff_t *grown) {
   return q;
 }
 
-/* Units of set h's regions given back: its dirty ones in the epoch `old`,
- * while `bytes` < `want`; returns the new total. */
-static size_t purge_epoch(hk_huge_set_t *h, bool old, size_t want, size_t bytes) {
-  hk_lock(&h->lock);
-  for (hk_region_t *r = h->regions; r && bytes < want; r = r->next) {
+size_t hk_huge_give_back(hk_arena_t *a, bool old, size_t want, size_t bytes) {
+  for (hk_region_t *r = a->regions; r && bytes < want; r = r->next) {
     hk_units_t m = units_of(r);
     bytes = hk_units_give_back(&m, old, want, bytes);
   }
-  hk_unlock(&h->lock);
   return bytes;
 }
 
@@ -944,51 +716,43 @@ static size_t nonresident_word(const hk_region_t *r, unsigned k) {
   return bytes;
 }
 
-/* Free units of the shared regions are counted as resident whole from their
- * first use, but a program may have written one page of a big block.  Lean
- * mode, over its cap, asks the kernel (one mincore per 64 units) which pages
- * are there, and does not hold the others against its cap for a while:
- * returns their bytes.  Else each trim gave back memory that was never
- * there, and the program faulted its one page in again (two threads
- * replacing blocks of 1-4 MiB, one page of each written: 2.1 times the
- * speed, a thirtieth of the page faults).  The units stay counted whole, and
- * warm for the searches: taken for cold, they sent threads to look in each
- * other's sets for blocks that needed no page fault, 10 % slower; counted
- * by their pages, a block freed again counted whole again, and lean looked
- * every few frees, 3 times slower. */
+/* Free units of the shared regions count as resident whole, but a program
+ * may have written one page of a big block.  Lean mode, over its cap, asks
+ * the kernel (one mincore per 64 units) which pages are there, and does not
+ * hold the others against its cap for a while: returns their bytes (two
+ * threads replacing blocks of 1-4 MiB, one page of each written: 2.1 times
+ * the speed).  The units stay counted whole and warm for the searches
+ * (docs/DESIGN.md, Sparsely written blocks). */
 size_t hk_huge_nonresident(void) {
   size_t bytes = 0;
   for (unsigned i = 0; i < HK_ARENAS; i++) {
-    hk_lock(&sets[i].lock);
-    for (hk_region_t *r = sets[i].regions; r; r = r->next)
+    hk_lock(&hk_arenas[i].lock);
+    for (hk_region_t *r = hk_arenas[i].regions; r; r = r->next)
       for (unsigned k = 0; k < (r->top + 63) / 64; k++) bytes += r->warm[k] ? nonresident_word(r, k) : 0;
-    hk_unlock(&sets[i].lock);
+    hk_unlock(&hk_arenas[i].lock);
   }
   return bytes;
 }
 
-/* A tick (HK_PURGE_DUE: what was dirty a tick ago) or all (HK_PURGE_ALL) of
- * set h; its empty regions are unmapped once nothing of them waits, but, in
- * a tick, the first while *empty is 0 (it counts them).  Returns the bytes; *pending:
- * some wait for the next tick. */
-static size_t purge_set(hk_huge_set_t *h, int mode, unsigned *empty, bool *pending) {
+/* Empty regions are unmapped once nothing of them waits, but a tick leaves
+ * each arena one, for its threads to take blocks from without a mapping;
+ * a trim leaves none (malloc_trim, and a malloc out of address space: its
+ * 128 MiB may be what that needs).  The jumbo cache ages in arena 0. */
+size_t hk_huge_purge(hk_arena_t *a, int mode, bool *pending) {
   size_t bytes = 0;
-  hk_lock(&h->lock);
-  for (hk_region_t *r = h->regions, *next; r; r = next) {
+  unsigned empty = 0;
+  for (hk_region_t *r = a->regions, *next; r; r = next) {
     next = r->next;
     bool dirty_old = false;
     hk_units_t m = units_of(r);
     bytes += hk_units_age(&m, mode, &dirty_old);
     *pending |= dirty_old;
-    if (!region_empty(r) || (mode != HK_PURGE_ALL && (*empty)++ == 0) || dirty_old) continue;
-    hk_list_remove(&h->regions, r);
+    if (!region_empty(r) || (mode != HK_PURGE_ALL && empty++ == 0) || dirty_old) continue;
+    hk_list_remove(&a->regions, r);
     region_unmap(r);
   }
-  if (h != sets) {
-    hk_unlock(&h->lock);
-    return bytes;
-  }
-  if (mode == HK_PURGE_ALL) bytes = unmap_cached(SIZE_MAX, bytes);
+  if (a != hk_arenas) return bytes;
+  if (mode == HK_PURGE_ALL) bytes = hk_jumbo_give_back(SIZE_MAX, bytes);
   for (hk_region_t *r = jumbo_cache, *next; r; r = next) {  /* a tick: the cache ages */
     next = r->next;
     if (r->dirty_old[0]) {
@@ -1002,67 +766,19 @@ static size_t purge_set(hk_huge_set_t *h, int mode, unsigned *empty, bool *pendi
       *pending = true;
     }
   }
-  hk_unlock(&h->lock);
   return bytes;
 }
 
-/* Gives back the huge blocks' free memory as superslab.c's purges do for
- * units (see there): units of shared regions, then whole regions: empty
- * shared ones (see below), and cached jumbo ones.  Returns the bytes. */
-size_t hk_huge_purge(int mode, size_t want) {
-  size_t bytes = 0;
-  if (hk_opt.decommit == HK_DECOMMIT_OFF) return 0;  /* free memory stays, counted as resident */
-  if (mode == HK_PURGE_OLD || mode == HK_PURGE_DIRTY) {  /* the oldest first, across the sets */
-    for (int old = 1; old >= (mode == HK_PURGE_OLD); old--)
-      for (unsigned i = 0; i < HK_ARENAS; i++) bytes = purge_epoch(&sets[i], old, want, bytes);
-    if (mode == HK_PURGE_DIRTY) {
-      hk_lock(&sets[0].lock);
-      bytes = unmap_cached(want, bytes);
-      hk_unlock(&sets[0].lock);
-    }
-    return bytes;
-  }
-  /* a tick leaves each set an empty region, for its threads to take blocks
-   * from without a mapping; all of it leaves none (malloc_trim, and a malloc
-   * out of address space: its 128 MiB may be what that needs) */
-  bool pending = false;
-  unsigned empty = 0;
-  for (unsigned i = 0; i < HK_ARENAS; i++) {
-    if (mode == HK_PURGE_DUE) empty = 0;
-    bytes += purge_set(&sets[i], mode, &empty, &pending);
-  }
-  if (pending) hk_purge_note();
-  return bytes;
-}
-
-/* Summed over the sets, each read as it is.  The peaks are each set's
- * peaks summed: the process's own, with one set in use (one thread, or
+/* Summed over the arenas, each read as it is.  The peaks are each arena's
+ * peaks summed: the process's own, with one arena in use (one thread, or
  * threads of one arena); with more, at most that much above it. */
 void hk_huge_counts(size_t *blocks, size_t *bytes, bool peak) {
   *blocks = *bytes = 0;
   for (unsigned i = 0; i < HK_ARENAS; i++) {
-    const hk_huge_set_t *h = &sets[i];
+    const hk_arena_t *h = &hk_arenas[i];
     size_t b = __atomic_load_n(peak ? &h->peak_blocks : &h->live_blocks, __ATOMIC_RELAXED);
     size_t n = __atomic_load_n(peak ? &h->peak_bytes : &h->live_bytes, __ATOMIC_RELAXED);
     *blocks += b;
     *bytes += peak ? n : n - hk_min(n, b * HK_GUARD);
-  }
-}
-
-size_t hk_huge_used_bytes(void) {
-  size_t bytes = 0;
-  for (unsigned i = 0; i < HK_ARENAS; i++)
-    bytes += __atomic_load_n(&sets[i].live_bytes, __ATOMIC_RELAXED) + __atomic_load_n(&sets[i].class_bytes, __ATOMIC_RELAXED);
-  return bytes;
-}
-
-void hk_huge_fork_lock(void) {
-  for (unsigned i = 0; i < HK_ARENAS; i++) hk_lock(&sets[i].lock);
-}
-
-void hk_huge_fork_unlock(bool child) {
-  for (unsigned i = 0; i < HK_ARENAS; i++) {
-    if (child) sets[i].lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
-    else hk_unlock(&sets[i].lock);
   }
 }

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Regions: SuperSlabs (superslab.c), 4 MiB cut into 64 KiB units for slabs,
- * and the regions of huge blocks (huge.c), 128 MiB cut into units for huge
- * blocks and the large classes above 256 KiB; both in arenas, each behind
- * its own lock, the arena given by the caller. */
+/* The region allocator: address space mapped in regions aligned to their
+ * size and cut into 64 KiB units, kept by one set of unit bitmaps (units.c)
+ * in arenas, each behind one lock, mapped, purged and locked for fork in one
+ * place (arena.c).  Two kinds of region: SuperSlabs (superslab.c), 4 MiB, whose runs
+ * of units are slabs of small blocks and the large classes up to 256 KiB;
+ * and regions of huge blocks (huge.c), 128 MiB, whose runs are huge blocks
+ * and the large classes above 256 KiB.  The caller names the arena. */
 #ifndef HK_REGION_H
 #define HK_REGION_H
 
@@ -85,7 +88,132 @@ static inline void hk_units_release(const hk_units_t *m, unsigned u, unsigned n)
  * last unit, mapped inaccessible, so that an overrun off the end of one
  * SuperSlab faults before it reaches the next. */
 #define HK_SS_RESERVED (HAK_HARDENED ? 1ull | 1ull << 63 : 1ull)
-#define HK_ARENAS 8                             /* independently locked sets of SuperSlabs */
+
+#define HK_ARENAS 8                             /* independently locked sets of regions */
+
+/* ---- runs (units.c): where n units go ------------------------------------- */
+/* Three searches, each for what it serves: a slab's run in a SuperSlab's
+ * one word (hk_find_run), a huge block's in a region (best fit, with the list of
+ * free stretches as its shortcut), and a large class's in a region (the
+ * lowest resident run).  The best fit in their place cost `mixed_large
+ * 500000 500 1` 3 % more instructions and twice the page faults (SuperSlabs),
+ * or 20 % more instructions (large classes), under callgrind.
+ * test/unit/run_search.c checks each against a brute-force search. */
+/* In a SuperSlab's one word: the run of n bits set in `free`, starting at a
+ * bit set in `starts`, with the fewest outside `warm` (*cold of them), or
+ * -1; ties to the lowest start for one bit and the highest for more, so that
+ * long-lived small runs do not cut up the space long ones need. */
+static inline int hk_find_run(uint64_t free, uint64_t warm, unsigned n, uint64_t starts, unsigned *cold) {
+  starts &= free;  /* bit i of `starts` ends up set when bits i .. i+n-1 are all free */
+  for (unsigned i = 1; i < n && starts; i++) starts &= free >> i;
+  if (!starts) return -1;
+  if (n == 1) {
+    uint64_t w = starts & warm;
+    *cold = !w;
+    return __builtin_ctzll(w ? w : starts);
+  }
+  int best = -1;
+  *cold = n + 1;
+  for (; starts && *cold; starts &= ~(1ull << (63 - __builtin_clzll(starts)))) {
+    int s = 63 - __builtin_clzll(starts);
+    unsigned c = (unsigned)__builtin_popcountll(hk_bits((unsigned)s, n) & ~warm);
+    if (c < *cold) *cold = c, best = s;
+  }
+  return best;
+}
+/* The stretches of free units of a region, in no order: the shortest that
+ * holds a block is where it goes first, found without a walk over the
+ * region's bitmap.  At most every other unit past the header starts one.
+ * Each stretch's first and last units keep its place in the list, so that
+ * taking from one (given its first unit) and giving back next to one find
+ * it without a pass over the list. */
+#define HK_REGION_STRETCHES (HK_REGION_UNITS / 2)
+typedef struct hk_stretches {
+  unsigned count;
+  uint32_t span[HK_REGION_STRETCHES];  /* length << 16 | first unit: one load, and the key of the search */
+  uint16_t place[HK_REGION_UNITS];     /* at each stretch's first and last unit: its index; elsewhere stale */
+} hk_stretches_t;
+static inline unsigned hk_stretch_at(const hk_stretches_t *s, unsigned i) { return s->span[i] & 0xffff; }
+static inline unsigned hk_stretch_len(const hk_stretches_t *s, unsigned i) { return s->span[i] >> 16; }
+/* [u, u+n) lies in the stretch that starts at unit `start` */
+HK_HIDDEN void hk_stretches_take(hk_stretches_t *s, unsigned start, unsigned u, unsigned n);
+HK_HIDDEN void hk_stretches_give(hk_stretches_t *s, unsigned u, unsigned n);  /* [u, u+n) was in use */
+/* The shortest stretch of at least n units (the lowest of equals): its
+ * length, and its first unit in *at; 0 if none. */
+HK_HIDDEN unsigned hk_stretches_shortest(const hk_stretches_t *s, unsigned n, unsigned *at);
+/* Where n units go in a region of huge blocks: best fit, the fewest cold
+ * units first; -1 if nowhere with at most `limit` cold units. */
+HK_HIDDEN int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n, unsigned step,
+                            unsigned limit, unsigned *cold, unsigned *slack);
+/* The lowest run of n free resident units below unit `end`, or -1: what a
+ * block of a large class takes in a region of huge blocks when there is
+ * one, found a word at a time (runs within a word by halving, runs across
+ * words by carrying their length): thread caches that miss come here at a
+ * high rate, and the best fit's walk over every stretch cost more. */
+static inline int hk_run_first_warm(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n) {
+  unsigned carry = 0;  /* resident free units at the top of the words so far */
+  for (unsigned k = 0; k * 64 < end; k++) {
+    uint64_t x = ~used[k] & warm[k];
+    unsigned lead = x == ~0ull ? 64 : (unsigned)__builtin_ctzll(~x);
+    if (carry + lead >= n) return (int)(k * 64 - carry);
+    if (x == ~0ull) {
+      carry += 64;
+      continue;
+    }
+    uint64_t starts = x;  /* bit i set: units i .. i+len-1 of the word all resident and free */
+    for (unsigned len = 1; len < n && starts; ) {
+      unsigned step = hk_min(len, n - len);
+      starts &= starts >> step;
+      len += step;
+    }
+    if (starts && n <= 64) return (int)(k * 64 + (unsigned)__builtin_ctzll(starts));
+    carry = x ? (unsigned)__builtin_clzll(~x) : 0;
+  }
+  return -1;
+}
+
+/* ---- arenas (arena.c) -------------------------------------------------------- */
+/* An arena's regions of both kinds, under its one lock.  Threads are spread
+ * over the arenas, and a run goes back to its region's arena, so threads
+ * taking and giving back units seldom meet on a lock.  The lock spins a
+ * little before it sleeps: thread caches' misses and overflows of large
+ * blocks come here at a high rate, for a short hold each (larson with blocks
+ * of 256 KiB-1 MiB on two threads: 1.4 times the speed of a plain mutex). */
+typedef struct hk_arena {
+  pthread_mutex_t lock;
+  struct hk_superslab *partial;  /* SuperSlabs with some units in use and some free */
+  struct hk_superslab *empty;    /* SuperSlabs with none in use */
+  unsigned nempty;
+  unsigned nspare;               /* SuperSlabs mapped but not handed out, from `spare` on */
+  uint8_t *spare;
+  struct hk_region *regions;     /* regions of huge blocks */
+  size_t class_bytes;            /* of the units of large-class blocks in regions of huge blocks */
+  /* Bytes of free units (arena 0: and cached jumbo regions) still resident,
+   * away from the lock: lean mode reads every arena's at each slow path, and
+   * on the lock's line that took the line from its owner at every lock and
+   * unlock (two threads replacing blocks of 1-4 MiB ran 9 % slower). */
+  size_t resident __attribute__((aligned(HK_CACHELINE)));
+  size_t live_blocks, live_bytes;  /* huge blocks in use and the bytes of their units */
+  size_t peak_blocks, peak_bytes;  /* the most of each there has been */
+} __attribute__((aligned(HK_CACHELINE))) hk_arena_t;
+extern hk_arena_t hk_arenas[HK_ARENAS] HK_HIDDEN;
+
+HK_HIDDEN void hk_arenas_init(unsigned cpus);
+HK_HIDDEN unsigned hk_arena_assign(void);  /* the arena of a new thread */
+HK_HIDDEN unsigned hk_arenas_used(void);   /* arenas that may hold memory */
+/* The one way to the OS for regions: `size` bytes mapped so that `offset`
+ * bytes in is aligned to `alignment`, or (alignment 0) a slot of the space
+ * reserved at start-up, their class map entries reserved; NULL if there is
+ * no room.  hk_region_unmap undoes it. */
+HK_HIDDEN void *hk_region_map(size_t size, size_t alignment, size_t offset);
+HK_HIDDEN void hk_region_unmap(void *p, size_t size);
+/* Free memory of every arena back to the OS: HK_PURGE_* (base.h); returns
+ * the bytes, *of_huge (if not NULL) those of regions of huge blocks. */
+HK_HIDDEN size_t hk_region_purge(int mode, size_t want, size_t *of_huge);
+HK_HIDDEN size_t hk_region_resident(void);    /* bytes of free units still resident */
+HK_HIDDEN size_t hk_region_used_bytes(void);  /* of the units in use */
+HK_HIDDEN void hk_region_fork_lock(void);
+HK_HIDDEN void hk_region_fork_unlock(bool child);
 
 /* ---- slabs and SuperSlabs (superslab.c) ------------------------------------ */
 typedef struct hk_slab {
@@ -123,24 +251,23 @@ static inline hk_slab_t *hk_slab_of(const void *p) {
   return &ss->slabs[ss->head_unit[unit]];
 }
 
-HK_HIDDEN void hk_arenas_init(unsigned cpus);
-HK_HIDDEN unsigned hk_arena_assign(void);       /* the arena of a new thread */
 /* from the calling thread's arena (warm: only on free units still resident, in any arena); *zero: its units read as zero */
 HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, bool warm, bool *zero);
 HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
-HK_HIDDEN void *hk_large_take(unsigned cls, unsigned arena, bool warm, bool *zero);  /* large classes: one-block slabs */
-HK_HIDDEN void hk_large_release(unsigned cls, void *chain);
+HK_HIDDEN void hk_slab_release_chain(unsigned cls, void *chain);  /* one-block slabs of large blocks */
 /* The size of the block of the SuperSlab (huge region) holding p, live or
  * freed, and whether it is live; 0 if p is not where a block started. */
 HK_HIDDEN size_t hk_superslab_block_of(const void *p, bool *live);
 HK_HIDDEN size_t hk_superslab_used_bytes(void);  /* of units given to slabs */
-HK_HIDDEN size_t hk_superslab_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
-HK_HIDDEN size_t hk_superslab_resident(void);  /* bytes of free units still resident */
-HK_HIDDEN void hk_superslab_fork_lock(void);
-HK_HIDDEN void hk_superslab_fork_unlock(bool child);
+/* Arena a's share of a purge (its lock held): a tick or a trim
+ * (HK_PURGE_DUE, HK_PURGE_ALL: *pending, some wait for the next tick), or
+ * the free units of one age (`old`) while `bytes` < `want`.  Return the
+ * bytes given back (the new total). */
+HK_HIDDEN size_t hk_superslab_purge(hk_arena_t *a, int mode, bool *pending);
+HK_HIDDEN size_t hk_superslab_give_back(hk_arena_t *a, bool old, size_t want, size_t bytes);
 
 /* ---- huge blocks (huge.c) ----------------------------------------------------- */
-/* A huge block from the regions of `arena`'s set (or any other's, or a
+/* A huge block from the regions of `arena` (or any other's, or a
  * mapping of its own); *bytes: what it takes of them.  NULL if there is no
  * room (errno ENOMEM for a size beyond any room). */
 HK_HIDDEN void *hk_huge_alloc(size_t size, size_t alignment, bool zero, unsigned arena, size_t *bytes);
@@ -150,31 +277,8 @@ static inline bool hk_huge_possible(size_t size, size_t alignment) {
   size_t limit = (size_t)PTRDIFF_MAX - HK_REGION_SIZE;
   return alignment <= limit / 2 && size <= limit - alignment;
 }
-HK_HIDDEN void *hk_huge_take_class(unsigned cls, unsigned arena, bool *zero);  /* a block of a large class above HK_REGION_CLASS_MIN */
+HK_HIDDEN void *hk_huge_take_class(unsigned cls, unsigned arena, bool *zero);  /* hk_large_take's, above 256 KiB */
 HK_HIDDEN void hk_huge_release_class(unsigned cls, void *chain);
-/* The stretches of free units of a region, in no order: the shortest that
- * holds a block is where it goes first, found without a walk over the
- * region's bitmap.  At most every other unit past the header starts one.
- * Each stretch's first and last units keep its place in the list, so that
- * taking from one (given its first unit) and giving back next to one find
- * it without a pass over the list. */
-#define HK_REGION_STRETCHES (HK_REGION_UNITS / 2)
-typedef struct hk_stretches {
-  unsigned count;
-  uint32_t span[HK_REGION_STRETCHES];  /* length << 16 | first unit: one load, and the key of the search */
-  uint16_t place[HK_REGION_UNITS];     /* at each stretch's first and last unit: its index; elsewhere stale */
-} hk_stretches_t;
-static inline unsigned hk_stretch_at(const hk_stretches_t *s, unsigned i) { return s->span[i] & 0xffff; }
-static inline unsigned hk_stretch_len(const hk_stretches_t *s, unsigned i) { return s->span[i] >> 16; }
-/* [u, u+n) lies in the stretch that starts at unit `start` */
-HK_HIDDEN void hk_stretches_take(hk_stretches_t *s, unsigned start, unsigned u, unsigned n);
-HK_HIDDEN void hk_stretches_give(hk_stretches_t *s, unsigned u, unsigned n);  /* [u, u+n) was in use */
-/* The shortest stretch of at least n units (the lowest of equals): its
- * length, and its first unit in *at; 0 if none. */
-HK_HIDDEN unsigned hk_stretches_shortest(const hk_stretches_t *s, unsigned n, unsigned *at);
-/* Where n units go in a region (huge.c): -1 if nowhere with at most `limit` cold units. */
-HK_HIDDEN int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n, unsigned step,
-                            unsigned limit, unsigned *cold, unsigned *slack);
 HK_HIDDEN size_t hk_huge_free(void *p);  /* the bytes it took; 0 if p is not a live huge block */
 /* Resizes huge block p where it is, or moves its pages (mremap): p, the new
  * place, or NULL if neither can be done (a copy is the caller's); *old_size:
@@ -184,11 +288,31 @@ HK_HIDDEN void *hk_huge_resize(void *p, size_t size, size_t *old_size, ptrdiff_t
 HK_HIDDEN size_t hk_huge_usable_size(const void *p);  /* 0 if p is not a huge block */
 HK_HIDDEN size_t hk_huge_block_of(const void *p, bool *live);
 HK_HIDDEN void hk_huge_counts(size_t *blocks, size_t *bytes, bool peak);  /* in use (or their peaks), as the program sees them */
-HK_HIDDEN size_t hk_huge_used_bytes(void);                      /* of the units in use */
-HK_HIDDEN size_t hk_huge_purge(int mode, size_t want);  /* HK_PURGE_*; the bytes given back */
 HK_HIDDEN size_t hk_huge_nonresident(void);  /* of the free bytes counted resident, those not (mincore) */
-HK_HIDDEN size_t hk_huge_resident(void);  /* bytes of free units and cached jumbo regions still resident */
-HK_HIDDEN void hk_huge_fork_lock(void);
-HK_HIDDEN void hk_huge_fork_unlock(bool child);
+/* As hk_superslab_purge and _give_back, for the regions of huge blocks
+ * (arena 0: and the cached jumbo regions). */
+HK_HIDDEN size_t hk_huge_purge(hk_arena_t *a, int mode, bool *pending);
+HK_HIDDEN size_t hk_huge_give_back(hk_arena_t *a, bool old, size_t want, size_t bytes);
+HK_HIDDEN size_t hk_jumbo_give_back(size_t want, size_t bytes);  /* arena 0's lock held */
+
+/* ---- the large classes' way in ------------------------------------------- */
+/* Blocks of the large classes: a run of units of a new slab (up to 256 KiB;
+ * with `warm`, only on free units still resident, else NULL) or of a region
+ * of huge blocks (above: long runs fit much better among a region's 2 048
+ * units than among the small slabs of 4 MiB SuperSlabs, resident units go
+ * first there anyway, and the spares of slab/central.c live in SuperSlabs:
+ * `warm` does not apply); *zero: it reads as zero.  Released in chains. */
+static inline void *hk_large_take(unsigned cls, unsigned arena, bool warm, bool *zero) {
+  if (hk_class_in_regions(cls)) return hk_huge_take_class(cls, arena, zero);
+  hk_slab_t *s = hk_slab_new(cls, arena, warm, zero);
+  if (!s) return NULL;
+  s->carved = 1;
+  return s->start;
+}
+
+static inline void hk_large_release(unsigned cls, void *chain) {
+  if (hk_class_in_regions(cls)) hk_huge_release_class(cls, chain);
+  else hk_slab_release_chain(cls, chain);
+}
 
 #endif

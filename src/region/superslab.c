@@ -8,119 +8,62 @@
  * arena are unmapped once their pages are gone (never under
  * HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF, where no page goes).
  *
- * SuperSlabs are held by HK_ARENAS arenas, each behind its own lock; threads
- * are spread over the arenas, and a slab goes back to the arena of its
- * SuperSlab, so threads creating and giving back slabs (a large block is one)
- * seldom meet on a lock. */
+ * SuperSlabs are held by the arenas (arena.c); a slab goes back to the
+ * arena of its SuperSlab. */
 #include "region/region.h"
 
-typedef struct hk_arena {
-  pthread_mutex_t lock;
-  hk_superslab_t *partial;   /* SuperSlabs with some units in use and some free */
-  hk_superslab_t *empty;     /* SuperSlabs with none in use */
-  unsigned nempty;
-  size_t resident;           /* bytes of free units still resident (written under the lock) */
-} __attribute__((aligned(HK_CACHELINE))) hk_arena_t;
-
-static hk_arena_t arenas[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
-static atomic_uint next_arena;
 static atomic_size_t used_units;  /* units given to slabs, in all arenas */
 static atomic_uint superslabs_mapped;  /* ever, in all arenas */
-/* Read without a lock (mallopt may change them while threads run): an
- * arena is counted as used before a thread is given it. */
-static unsigned narenas = 1;  /* arenas new threads are given: one per CPU the process may run on, up to HK_ARENAS (mallopt sets it) */
-static unsigned arenas_used = 1;  /* arenas that may hold memory: the most narenas has been */
-static unsigned used_arenas(void) { return __atomic_load_n(&arenas_used, __ATOMIC_ACQUIRE); }
-
-/* More arenas than CPUs would not lessen contention, only spread free
- * memory over more places where other threads cannot reuse it. */
-void hk_arenas_init(unsigned cpus) {
-  unsigned n = hk_max(hk_min(cpus, HK_ARENAS), 1u);
-  for (unsigned used = used_arenas(); used < n &&
-       !__atomic_compare_exchange_n(&arenas_used, &used, n, true, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE);) {
-  }
-  __atomic_store_n(&narenas, n, __ATOMIC_RELEASE);
-}
-
-unsigned hk_arena_assign(void) {
-  return atomic_fetch_add_explicit(&next_arena, 1, memory_order_relaxed) % __atomic_load_n(&narenas, __ATOMIC_ACQUIRE);
-}
-
-
-size_t hk_superslab_resident(void) {
-  size_t bytes = 0;
-  for (unsigned i = 0, n = used_arenas(); i < n; i++) bytes += __atomic_load_n(&arenas[i].resident, __ATOMIC_RELAXED);
-  return bytes;
-}
 
 /* A SuperSlab's units, as units.c keeps them. */
 static hk_units_t units_of(hk_superslab_t *ss) {
   return (hk_units_t){(uint8_t *)ss, &ss->used, &ss->dirty, &ss->dirty_old, &ss->warm, &ss->stale, NULL,
-                      1, &arenas[ss->arena].resident};
+                      1, &hk_arenas[ss->arena].resident};
 }
 
-
 /* Once the space reserved at start-up is full, or when there is none,
- * SuperSlabs are mapped several at a time, as many as are mapped already (at
- * most HK_SS_CHUNK): a growing process makes a few system calls, not one per
- * 4 MiB, and those not yet handed out cost address space only. */
-static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint8_t *spare;    /* the next of the SuperSlabs mapped but not handed out */
-static unsigned nspare;
+ * each arena maps SuperSlabs several at a time, as many as are mapped
+ * already (at most HK_SS_CHUNK): a growing process makes a few system calls,
+ * not one per 4 MiB, and those not yet handed out cost address space only. */
 static uint8_t *_Atomic first_spare;  /* the first SuperSlab mapped, without the space: on small pages */
 
-/* Maps the next few SuperSlabs; called with spare_lock held. */
-static bool spares_map(void) {
+/* Maps the arena's next few SuperSlabs; called with its lock held. */
+static bool spares_map(hk_arena_t *a) {
   unsigned mapped = atomic_load_explicit(&superslabs_mapped, memory_order_relaxed);
   for (unsigned n = hk_max(hk_min(mapped, HK_SS_CHUNK), 1u); n; n /= 2) {
-    uint8_t *p = hk_os_map_aligned(n * HK_SS_SIZE, HK_SS_SIZE, 0);
+    uint8_t *p = hk_region_map(n * HK_SS_SIZE, HK_SS_SIZE, 0);
     if (!p) continue;
-    if (!hk_class_map_reserve(p, n * HK_SS_SIZE)) {
-      hk_os_unmap(p, n * HK_SS_SIZE);
-      continue;
-    }
-    /* Transparent huge pages map 2 MiB per page fault instead of 4 KiB (and
-     * one TLB entry covers them), but a huge page is resident whole: the
-     * process's first SuperSlab, where its first slabs go, starts on small
-     * pages, so that a small program stays small (small_ss_densify).  A huge
-     * page's untouched units are resident but not counted as such, and
-     * purging leaves them: so only the speed profile takes them. */
+    /* A huge page maps 2 MiB per fault but is resident whole: the first
+     * SuperSlab starts on small pages, so that a small program stays small
+     * (small_ss_densify).  Untouched units of a huge page are resident
+     * uncounted and purges leave them: only the speed profile takes them. */
     size_t small = mapped > 0 ? 0 : HK_SS_SIZE;
     if (!hk_opt.ss_thp) hk_os_advise_small(p, n * HK_SS_SIZE);  /* where the kernel's default is huge */
     else if (n * HK_SS_SIZE > small) hk_os_advise_huge(p + small, n * HK_SS_SIZE - small);
     if (small) first_spare = p;
-    spare = p;
-    nspare = n;
+    a->spare = p;
+    a->nspare = n;
     return true;
   }
   return false;
 }
 
-/* The process's first SuperSlab, on small pages: the space's first slot
- * (os.c) or the first of the spares, told by its address, and which of its
- * halves have been turned into huge pages since it was last taken (bit h:
- * half h). */
+/* The process's first SuperSlab, on small pages (the space's first slot or
+ * the first spare), and which of its halves are now huge pages (bit h). */
 static hk_superslab_t *_Atomic small_ss;
 static atomic_uint small_halves_huge, slabs_made;
 static atomic_bool small_second_half_used;
 
 /* Turns each half of the first SuperSlab whose pages are mostly resident
- * into one huge page (looked at on every HK_SS_DENSE_EVERY-th new slab, with
- * mincore: a slab's pages are written as its blocks are handed out; no more
- * after HK_SS_DENSE_LOOKS looks, which cost mixed_large, making a one-block
- * slab per large block, 5 % of its speed when they went on): a
- * program whose blocks fill 2 MiB there gets the TLB reach (and the fewer
- * page faults) of the SuperSlabs after it, 16-1040 B at 10 000 live blocks
- * 12 % faster, while one with a few blocks in each of many size classes (a
- * slab of 64 KiB per class, a page or two of it written) stays on small
- * pages: 2 MiB resident at 400 live 16-1040 B blocks, where a huge page made
- * it 4.  The kernel copies the half's pages, about 0.5 ms, once. */
+ * into one huge page (mincore on every HK_SS_DENSE_EVERY-th new slab, at
+ * most HK_SS_DENSE_LOOKS times: more cost mixed_large 5 %).  A program whose
+ * blocks fill 2 MiB there gets the TLB reach of later SuperSlabs (10 000
+ * live 16-1040 B blocks: 12 % faster); one with a few blocks in each of many
+ * classes stays on small pages (400 such blocks: 2 MiB resident, not 4). */
 static void small_ss_densify(hk_superslab_t *ss, unsigned unit, unsigned units) {
-  /* The second half's first slab: a slab of several units (a large block,
-   * most often written whole) or a first half mostly written already ask for
-   * huge pages there before a page of it is touched, with nothing to copy
-   * (mixed_large: 8 % faster than a collapse), as do all SuperSlabs after
-   * the first. */
+  /* The second half's first slab, if a large block (most often written
+   * whole) or after a first half mostly written: huge pages there before a
+   * page is touched, nothing to copy (mixed_large: 8 % faster). */
   if (ss == atomic_load_explicit(&small_ss, memory_order_relaxed) && unit >= HK_SS_UNITS / 2 &&
       !atomic_exchange_explicit(&small_second_half_used, true, memory_order_relaxed) &&
       (units > 1 || hk_os_resident_pages(ss, HK_SS_SIZE / 2) >= HK_SS_DENSE_PAGES))
@@ -139,23 +82,15 @@ static void small_ss_densify(hk_superslab_t *ss, unsigned unit, unsigned units) 
   }
 }
 
-/* A SuperSlab from the space reserved at start-up (os.c), or else one of the
- * spares. */
+/* A SuperSlab from the space reserved at start-up (os.c), or else one of
+ * the arena's spares; called with its lock held. */
 static hk_superslab_t *superslab_map(hk_arena_t *a) {
-  hk_superslab_t *ss = hk_os_space_take(HK_SS_SIZE);
-  if (ss && !hk_class_map_reserve(ss, HK_SS_SIZE)) {
-    hk_os_unmap(ss, HK_SS_SIZE);  /* the slot back to the space */
-    return NULL;
-  }
+  hk_superslab_t *ss = hk_region_map(HK_SS_SIZE, 0, 0);
+  if (!ss && !a->nspare && !spares_map(a)) return NULL;
   if (!ss) {
-    hk_lock(&spare_lock);
-    if (nspare || spares_map()) {
-      ss = (hk_superslab_t *)spare;
-      spare += HK_SS_SIZE;
-      nspare--;
-    }
-    hk_unlock(&spare_lock);
-    if (!ss) return NULL;
+    ss = (hk_superslab_t *)a->spare;
+    a->spare += HK_SS_SIZE;
+    a->nspare--;
   }
   atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed);
   if (hk_opt.ss_thp && ((void *)ss == hk_os_space_first() ||
@@ -170,7 +105,7 @@ static hk_superslab_t *superslab_map(hk_arena_t *a) {
   }
   ss->used = HK_SS_RESERVED;  /* fresh mappings are zero otherwise */
   if (HAK_HARDENED) hk_os_protect((uint8_t *)ss + HK_SS_SIZE - HK_UNIT_SIZE, HK_UNIT_SIZE, false);
-  ss->arena = (uint8_t)(a - arenas);
+  ss->arena = (uint8_t)(a - hk_arenas);
   hk_class_map_set(ss, 1, HK_MAP_SUPERSLAB);
   return ss;
 }
@@ -221,14 +156,14 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool
 
 hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, bool warm, bool *zero) {
   const hk_class_info_t *ci = &hk_classes[cls];
-  hk_arena_t *a = &arenas[arena];
+  hk_arena_t *a = &hk_arenas[arena];
   int unit;
   hk_lock(&a->lock);
   hk_superslab_t *ss = take_units(a, ci->units, &unit, false, warm, zero);
   hk_unlock(&a->lock);
   /* Before the process grows: free units of the other arenas. */
-  for (unsigned i = 1, n = used_arenas(); !ss && i < n; i++) {
-    hk_arena_t *other = &arenas[(arena + i) % n];
+  for (unsigned i = 1, n = hk_arenas_used(); !ss && i < n; i++) {
+    hk_arena_t *other = &hk_arenas[(arena + i) % n];
     hk_lock(&other->lock);
     ss = take_units(other, ci->units, &unit, false, warm, zero);
     hk_unlock(&other->lock);
@@ -279,7 +214,7 @@ static void slab_release_locked(hk_arena_t *a, hk_slab_t *slab) {
   }
 }
 
-static hk_arena_t *arena_of(const hk_slab_t *slab) { return &arenas[hk_superslab_of(slab)->arena]; }
+static hk_arena_t *arena_of(const hk_slab_t *slab) { return &hk_arenas[hk_superslab_of(slab)->arena]; }
 
 void hk_slab_release(hk_slab_t *slab) {
   hk_arena_t *a = arena_of(slab);
@@ -288,18 +223,9 @@ void hk_slab_release(hk_slab_t *slab) {
   hk_unlock(&a->lock);
 }
 
-/* A large block: the only block of a new slab, not touched here; with
- * `warm`, only on free units still resident, else NULL. */
-void *hk_large_take(unsigned cls, unsigned arena, bool warm, bool *zero) {
-  hk_slab_t *s = hk_slab_new(cls, arena, warm, zero);
-  if (!s) return NULL;
-  s->carved = 1;
-  return s->start;
-}
-
 /* Releases the one-block slabs of a chain of large blocks of class cls,
  * taking each arena's lock once for a run of blocks from that arena. */
-void hk_large_release(unsigned cls, void *chain) {
+void hk_slab_release_chain(unsigned cls, void *chain) {
   hk_arena_t *locked = NULL;
   while (chain != HK_END) {
     void *b = chain;
@@ -332,19 +258,16 @@ size_t hk_superslab_block_of(const void *p, bool *live) {
   return *live || off % s->block_size == 0 ? s->block_size : 0;
 }
 
-/* One arena's share of a tick (HK_PURGE_DUE: decommits the units free since
- * before the last tick and ages the rest) or of a trim (HK_PURGE_ALL: every
- * free unit); then unmaps the empty SuperSlabs beyond the warm pool whose
- * pages are gone (a trim: all of them, whose address space may be what a
- * malloc under an address-space limit lacks).  Returns the bytes given back. */
-static size_t purge_arena(hk_arena_t *a, int mode) {
+/* Then unmaps the empty SuperSlabs beyond the warm pool whose pages are
+ * gone (a trim: all of them, whose address space may be what a malloc
+ * under an address-space limit lacks). */
+size_t hk_superslab_purge(hk_arena_t *a, int mode, bool *pending) {
   size_t bytes = 0, pool = mode == HK_PURGE_ALL ? 0 : hk_opt.warm_pool_size;
   hk_superslab_t *lists[2] = {a->partial, a->empty};
-  bool pending = false;
   for (int l = 0; l < 2; l++) {
     for (hk_superslab_t *ss = lists[l]; ss; ss = ss->next) {
       hk_units_t m = units_of(ss);
-      bytes += hk_units_age(&m, mode, &pending);
+      bytes += hk_units_age(&m, mode, pending);
     }
   }
   for (hk_superslab_t *ss = a->empty, *next; ss && a->nempty > pool; ss = next) {
@@ -352,14 +275,12 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
     if (ss->dirty_old) continue;
     hk_list_remove(&a->empty, ss);
     a->nempty--;
-    hk_class_map_set(ss, 1, 0);
     if (ss == atomic_load_explicit(&small_ss, memory_order_relaxed)) {
       atomic_store_explicit(&small_ss, NULL, memory_order_relaxed);
       if ((uint8_t *)ss == atomic_load_explicit(&first_spare, memory_order_relaxed))
         atomic_store_explicit(&first_spare, NULL, memory_order_relaxed);  /* unmapped: the address may be reused */
     }
-    hk_class_map_release(ss, HK_SS_SIZE);
-    hk_os_unmap(ss, HK_SS_SIZE);
+    hk_region_unmap(ss, HK_SS_SIZE);
     bytes += HK_PAGE_SIZE;  /* the header's page */
   }
   for (hk_superslab_t *ss = a->empty; ss && hk_opt.ss_thp; ss = ss->next) {
@@ -372,15 +293,11 @@ static size_t purge_arena(hk_arena_t *a, int mode) {
     hk_os_decommit((uint8_t *)ss + header, HK_UNIT_SIZE - header);
     ss->bare = true;
   }
-  if (pending || a->nempty > pool) hk_purge_note();
+  *pending |= a->nempty > pool;
   return bytes;
 }
 
-/* Lean mode over its target: decommits an arena's free units of one age
- * (`old`: free since before the last tick) until about `want` bytes are
- * given back.  Returns the bytes. */
-static size_t purge_aged(hk_arena_t *a, bool old, size_t want) {
-  size_t bytes = 0;
+size_t hk_superslab_give_back(hk_arena_t *a, bool old, size_t want, size_t bytes) {
   hk_superslab_t *lists[2] = {a->partial, a->empty};
   for (int l = 0; l < 2; l++) {
     for (hk_superslab_t *ss = lists[l]; ss && bytes < want; ss = ss->next) {
@@ -389,42 +306,4 @@ static size_t purge_aged(hk_arena_t *a, bool old, size_t want) {
     }
   }
   return bytes;
-}
-
-/* HK_PURGE_OLD and HK_PURGE_DIRTY give back about `want` bytes: the units
- * free since before the last tick in every arena first, then (DIRTY) the
- * newer ones. */
-size_t hk_superslab_purge(int mode, size_t want) {
-  size_t bytes = 0;
-  if (hk_opt.decommit == HK_DECOMMIT_OFF) return 0;  /* free memory stays, counted as resident */
-  if (mode != HK_PURGE_OLD && mode != HK_PURGE_DIRTY) {
-    for (unsigned i = 0; i < HK_ARENAS; i++) {
-      hk_lock(&arenas[i].lock);
-      bytes += purge_arena(&arenas[i], mode);
-      hk_unlock(&arenas[i].lock);
-    }
-    return bytes;
-  }
-  for (int old = 1; old >= (mode == HK_PURGE_OLD); old--) {
-    for (unsigned i = 0; i < HK_ARENAS && bytes < want; i++) {
-      hk_lock(&arenas[i].lock);
-      bytes += purge_aged(&arenas[i], old, want - bytes);
-      hk_unlock(&arenas[i].lock);
-    }
-  }
-  return bytes;
-}
-
-void hk_superslab_fork_lock(void) {
-  for (unsigned i = 0; i < HK_ARENAS; i++) hk_lock(&arenas[i].lock);
-  hk_lock(&spare_lock);
-}
-
-void hk_superslab_fork_unlock(bool child) {
-  for (unsigned i = 0; i < HK_ARENAS; i++) {
-    if (child) pthread_mutex_init(&arenas[i].lock, NULL);
-    else hk_unlock(&arenas[i].lock);
-  }
-  if (child) pthread_mutex_init(&spare_lock, NULL);
-  else hk_unlock(&spare_lock);
 }

@@ -21,22 +21,20 @@ static uint64_t random_key(void) {
 }
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Lock order: an exiting thread's printing of its traffic, the purger's and the tick's, the
- * thread-cache registry, a class's central lock, an arena's, the huge blocks', the class
- * map's protection, the space's slots. */
+/* Lock order: an exiting thread's printing of its traffic, the purger's and
+ * the tick's, the thread-cache registry, a class's central lock, an arena's,
+ * the huge blocks', the class map's protection, the space's slots. */
 __thread bool hk_forking __attribute__((tls_model("initial-exec")));
 
 __thread unsigned hk_locks_held __attribute__((tls_model("initial-exec")));
 
 /* A fork takes no lock where one would wait forever or is not needed: the
- * process has one thread (as glibc's malloc does), or the forking thread
- * holds one of the allocator's locks already (a signal handler that
- * interrupted the allocator), or it is within another fork's handlers,
- * which hold them all.  The child gets the locks anew all the same; after a
- * fork from a signal handler in a process of several threads, it may find
- * the heap in the middle of another thread's change, and should only exec
- * or _exit, as POSIX says.  Forks nest (a signal handler's fork between
- * another fork's handlers): each level keeps what it found. */
+ * process has one thread (as glibc's malloc does), the forking thread holds
+ * an allocator lock (a signal handler interrupted the allocator), or another
+ * fork's handlers hold them all; the child gets the locks anew all the same,
+ * and after a fork from a signal handler beside other threads should only
+ * exec or _exit (docs/DESIGN.md, fork).  Forks nest (a signal handler's fork
+ * between another fork's handlers): each level keeps what it found. */
 typedef struct fork_level {
   bool unlocked;  /* this fork took no lock */
   bool forking;   /* hk_forking as it was */
@@ -62,8 +60,7 @@ static void fork_prepare(void) {
   hk_purge_fork_lock();
   hk_tcache_fork_lock();
   hk_central_fork_lock();
-  hk_superslab_fork_lock();
-  hk_huge_fork_lock();
+  hk_region_fork_lock();
   hk_class_map_fork_lock();
   hk_forking = true;
 }
@@ -73,8 +70,7 @@ static void fork_after(bool child) {
   hk_forking = false;
   if (!l.unlocked || child) {
     hk_class_map_fork_unlock(child);
-    hk_huge_fork_unlock(child);
-    hk_superslab_fork_unlock(child);
+    hk_region_fork_unlock(child);
     hk_central_fork_unlock(child);
     hk_tcache_fork_unlock(child, !l.unlocked);
     hk_purge_fork_unlock(child);

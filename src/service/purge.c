@@ -1,31 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* The purge schedule: when free memory goes back to the OS.
- *
- * Time is cut into epochs of HAKMEM_PURGE_DELAY_MS.  At each tick the layers
- * give back what has been free since before the previous tick (so between
- * one and two delays): the central caches send the parked batches of classes
- * nobody used for a whole epoch back to their slabs and give back their empty
- * slabs; the SuperSlabs and huge regions decommit their free units and
- * unmap what is empty and clean.  Memory reused within the delay
- * is never touched, and a tick costs one system call per run of pages, at
- * most once per delay.
- *
- * Ticks run on the slow paths of the threads that allocate and free (whoever
- * finds one due takes it; the others go on), or, with HAKMEM_BACKGROUND_PURGE,
- * on a thread of their own that also runs them while the program is idle.
- * That thread is started lazily, once 4 MiB of free memory wait (so small
- * and short programs never see it), with every signal blocked; it sleeps
- * while nothing waits; a failure to create it only means the ticks stay on
- * the slow paths.  In lean mode, free resident memory above a cap is given
- * back at once (as each thread sees it: see lean_view).  The cap starts at
- * HAKMEM_SS_MEM_LEAN_TARGET_MB and learns:
- * when, within four purge delays of a trim, the program has taken fresh
- * memory for half or more of what the trim gave back, that was memory in
- * use, not memory left over, and giving it back only bought page faults: at
- * the next trim the cap doubles (up to HK_LEAN_CAP_GROWTH times the target).  After
- * HK_LEAN_QUIET_TICKS ticks without a trim it halves back towards the
- * target.  Over the cap, lean first asks which pages of the huge regions'
- * free units the kernel has (hk_huge_nonresident): a freed block of
+/* The purge schedule: when free memory goes back to the OS.  Time is cut into
+ * epochs of HAKMEM_PURGE_DELAY_MS; at each tick the layers give back what has
+ * been free since before the previous one (one to two delays), so memory
+ * reused within the delay is never touched.  Ticks run on the slow paths
+ * (whoever finds one due takes it), or, with HAKMEM_BACKGROUND_PURGE, on a
+ * thread of their own, which runs them while the program idles too, started
+ * once 4 MiB of free memory wait (small programs never see it).  In lean
+ * mode, free resident memory above a cap goes back at once (as each thread
+ * sees it: lean_view).  The cap starts at the target and learns: when within
+ * four purge delays of a trim the program took back, at once or page fault by
+ * page fault, half or more of what it gave, that was memory in use whose
+ * giving back only bought page faults: the next trim doubles the cap (up to
+ * HK_LEAN_CAP_GROWTH times the target); HK_LEAN_QUIET_TICKS ticks without a
+ * trim halve it back.  Over the cap, lean first asks which pages of the huge
+ * regions' free units are resident (hk_huge_nonresident): a freed block of
  * megabytes may have had one page written. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -38,11 +26,8 @@
 #define HK_LEAN_LOOK_MS 20                  /* how long lean trusts a look at which pages are resident */
 
 static _Atomic uint64_t next_tick;          /* ms, CLOCK_MONOTONIC_COARSE */
-/* Lean mode's cap (free resident bytes kept at most; 0: the target) and what
- * it learns from: the bytes the last trim gave back and the fresh bytes
- * taken since (hk_lean_trimmed and the others, counters.c), when (ms) the
- * trim was; ticks since the last trim.  The caller of lean_trim and
- * lean_quiet holds tick_lock. */
+/* Lean's cap (most free resident bytes kept; 0: the target), last trim (ms),
+ * ticks since (others: counters.c); lean_trim, lean_quiet hold tick_lock. */
 static atomic_size_t lean_cap;
 static uint64_t lean_trim_ms;
 static unsigned lean_quiet_ticks;
@@ -54,7 +39,7 @@ static atomic_bool purger_sleeping;
 static pthread_mutex_t purger_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t purger_wake;
 
-size_t hk_purge_resident(void) { return hk_superslab_resident() + hk_huge_resident(); }
+size_t hk_purge_resident(void) { return hk_region_resident(); }
 
 static size_t lean_target(void) { return hk_opt.lean_target_mb << 20; }
 
@@ -63,15 +48,11 @@ static size_t lean_cap_now(void) {
   return cap ? cap : lean_target();
 }
 
-/* Of the free bytes counted as resident, those lean's last look found not
- * resident (hk_huge_nonresident), and when (ms): not held against the cap
- * for HK_LEAN_LOOK_MS after the look, nor after a trim or a tick that gave
- * memory of the huge regions back (it may have been of them).  Not longer:
- * the units the look found empty may be taken and freed again, written;
- * what that puts over the cap goes back at the first trim after that time.
- * Looking again at every free that passes the cap (blocks freed count
- * whole until looked at) made two threads replacing sparsely written
- * blocks of 1-4 MiB 3 times slower. */
+/* Free bytes counted resident the last look found absent, and when (ms):
+ * ignored by the cap for HK_LEAN_LOOK_MS after the look, or till a trim or
+ * tick gives huge regions' memory back; not longer: they may be rewritten
+ * meanwhile.  Looking at each free past the cap made two threads replacing
+ * sparsely written 1-4 MiB blocks 3 times slower. */
 static atomic_size_t lean_absent;
 static _Atomic uint64_t lean_look_ms;
 
@@ -81,18 +62,11 @@ static size_t lean_resident(size_t resident) {
   return resident - hk_min(resident, absent);
 }
 
-/* A thread's view of the free resident bytes: the sum of every layer's
- * count when it last read them, plus the changes it made since
- * (hk_resident_mine), less what the last look found absent.  Reading all the
- * counts at every slow path took the lines other threads write, one miss
- * per count: two threads replacing sparsely written blocks of 1-4 MiB ran
- * at 0.4 times the speed.  The view misses what the other threads changed
- * since, and the end of a look's HK_LEAN_LOOK_MS, for HK_LEAN_VIEW_POLLS of
- * the thread's polls at most (the look as it stood at the thread's last
- * read, not the latest, cost that benchmark 18 %); it is read afresh whenever
- * it says over the cap, and each tick trims by the counts themselves (with
- * the purger thread, as in the lean profile, within a purge delay even of
- * a program gone idle). */
+/* A thread's view of free resident bytes: the layers' counts at its last
+ * read, plus its changes since (hk_resident_mine), less the last look's
+ * absent bytes.  Reading all counts per slow path missed on others' lines
+ * (0.4 times the speed above).  Misses others' changes for at most
+ * HK_LEAN_VIEW_POLLS polls; reread when over the cap; ticks trim by counts. */
 #define HK_LEAN_VIEW_POLLS 32
 static __thread struct {
   size_t seen;
@@ -113,9 +87,8 @@ static bool over_lean_target(void) {
   return lean_resident(lean_view.seen) > cap;
 }
 
-/* Lean mode over its cap: gives back free resident memory, the oldest first,
- * down to half the cap, so that the next time waits for as much again.  The
- * caller holds tick_lock. */
+/* Lean mode over its cap (tick_lock held): gives back free resident memory,
+ * oldest first, down to half the cap: the next trim waits for as much again. */
 static void lean_trim(void) {
   size_t cap = lean_cap_now();
   if (!hk_opt.mem_lean || lean_resident(hk_purge_resident()) <= cap) return;
@@ -134,8 +107,7 @@ static void lean_trim(void) {
   }
   size_t want = resident - cap / 2, bytes = 0;
   for (int mode = HK_PURGE_OLD; mode <= HK_PURGE_DIRTY && bytes < want; mode++) {  /* old in every layer first */
-    bytes += hk_superslab_purge(mode, want - bytes);
-    if (bytes < want) bytes += hk_huge_purge(mode, want - bytes);
+    bytes += hk_region_purge(mode, want - bytes, NULL);
   }
   atomic_store_explicit(&hk_lean_trimmed, bytes, memory_order_relaxed);
   atomic_store_explicit(&lean_absent, 0, memory_order_relaxed);  /* what it gave back may have been of it */
@@ -143,10 +115,7 @@ static void lean_trim(void) {
   lean_quiet_ticks = 0;
 }
 
-/* Fresh memory taken: the time it comes to half what the last trim gave
- * back is what lean_trim judges by (a program that takes its memory back
- * slowly, page fault by page fault, is still one that took it back at once). */
-/* A tick: a cap that went long without a trim halves back towards the target. */
+/* A tick: a cap long without a trim halves back towards the target. */
 static void lean_quiet(void) {
   if (++lean_quiet_ticks < HK_LEAN_QUIET_TICKS) return;
   lean_quiet_ticks = 0;
@@ -159,8 +128,9 @@ static void tick(uint64_t now) {
   atomic_store_explicit(&next_tick, now + hk_max(hk_opt.purge_delay_ms, 1), memory_order_relaxed);
   atomic_store(&hk_purge_pending, false);
   hk_central_purge(HK_PURGE_DUE);
-  hk_superslab_purge(HK_PURGE_DUE, 0);
-  if (hk_huge_purge(HK_PURGE_DUE, 0)) atomic_store_explicit(&lean_absent, 0, memory_order_relaxed);
+  size_t huge;
+  hk_region_purge(HK_PURGE_DUE, 0, &huge);
+  if (huge) atomic_store_explicit(&lean_absent, 0, memory_order_relaxed);
   if (hk_opt.mem_lean) lean_quiet();
   lean_trim();
 }
@@ -206,8 +176,7 @@ static void *purger_main(void *arg) {
   return arg;
 }
 
-/* Starts the purger thread; called with no lock held (pthread_create
- * allocates). */
+/* Starts the purger thread, with no lock held (pthread_create allocates). */
 static void purger_start(void) {
   int off = PURGER_OFF;
   if (!atomic_compare_exchange_strong(&purger_state, &off, PURGER_STARTING)) return;
@@ -251,14 +220,13 @@ void hk_purge_poll_slow(void) {
   }
 }
 
-/* malloc_trim, and out of memory before one more try: the calling thread's
- * cache is handed back, and everything free (but what other threads'
- * caches hold) goes back now.  True if any memory went to the OS. */
+/* malloc_trim, and out of memory before a last try: this thread's cache goes
+ * back, then all free memory (but others' caches) to the OS; true if any. */
 bool hk_purge_all(void) {
   hk_tcache_flush(&hk_tc);
   hk_lock(&tick_lock);
   hk_central_purge(HK_PURGE_ALL);
-  size_t bytes = hk_superslab_purge(HK_PURGE_ALL, 0) + hk_huge_purge(HK_PURGE_ALL, 0);
+  size_t bytes = hk_region_purge(HK_PURGE_ALL, 0, NULL);
   hk_unlock(&tick_lock);
   return bytes > 0;
 }

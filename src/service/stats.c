@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Statistics: hak_stats_get and its text, JSON and CSV forms, and what is
- * printed at exit (HAKMEM_STATS, HAKMEM_TINY_FRONT_METRICS,
- * HAKMEM_SS_OS_STATS).  Every figure is derived from counters the slow paths
- * keep (the central caches' per-class counts, the thread caches' traffic,
- * SuperSlab and huge-block totals) and from the thread caches read as they
- * are: nothing is counted on the fast paths but in the observe build.
- * Output is formatted on the stack: nothing here allocates. */
+/* Statistics: hak_stats_get, its text, JSON and CSV forms, and the exit
+ * printing (HAKMEM_STATS, HAKMEM_TINY_FRONT_METRICS, HAKMEM_SS_OS_STATS),
+ * derived from counters the slow paths keep (central caches' per-class
+ * counts, thread caches' traffic, SuperSlab and huge-block totals) and from
+ * thread caches read as they are: the fast paths count nothing but in the
+ * observe build.  Output is formatted on the stack: nothing here allocates. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdarg.h>
@@ -13,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 #include "service/service.h"
-
 
 /* The process's resident set, read with raw system calls. */
 static size_t resident_bytes(void) {
@@ -65,7 +63,7 @@ HK_EXPORT void hak_stats_get(hak_stats_t *s) {
   /* what is seen here counts too: the slow paths report in steps (note_out, tcache.c) */
   s->peak_in_use_bytes = hk_out_note_peak(s->in_use_bytes + s->thread_cached_bytes);
   s->free_resident_bytes = hk_purge_resident();
-  s->committed_bytes = hk_superslab_used_bytes() + hk_huge_used_bytes() + s->free_resident_bytes;
+  s->committed_bytes = hk_region_used_bytes() + s->free_resident_bytes;
   hak_os_stats_t os;
   hak_os_stats(&os);
   s->mapped_bytes = os.mapped_bytes;
@@ -151,10 +149,9 @@ HK_EXPORT void hak_stats_json(hk_out_t out, void *arg) {
   say(out, arg, "]}\n");
 }
 
-/* The front metrics as CSV, one row per size class. */
-/* The CSV of front metrics; empty where a figure is not known: hits but in
- * the observe build, slabs_carved in a thread's rows (slabs are the
- * process's, not a thread's). */
+/* The front metrics as CSV, a row per size class, empty where a figure is not
+ * known: hits but in the observe build, slabs_carved in a thread's rows
+ * (slabs are the process's, not a thread's). */
 static void front_csv(const char *who, const hak_stats_t *s, bool process) {
   hk_message("# hakmem front metrics, %s (%s)\n", who, hak_version_string());
   hk_message("class,block_size,hits,misses,overflows,moved,parked_hits,slabs_carved,from_other_threads\n");

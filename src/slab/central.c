@@ -1,31 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* The central cache: per size class, behind one lock, the slabs with blocks
- * that no thread cache holds; in front of it, per CPU, transfer slots.
- * Thread caches trade batches through the slots: a flush parks its chain in
- * O(1) and a refill takes one back, so blocks move between threads without
- * being walked.  The slots are per CPU so that a batch goes to a thread on
- * the CPU that freed it, its blocks still in that CPU's cache (a producer and
- * its consumer on one core), and so that threads on different CPUs do not
- * share a lock.  A refill takes another CPU's batch when its own CPU has
- * none, except that a thread that only allocates blocks of 1 KiB or less
- * (a producer) leaves a CPU whose own threads take what it parks, and
- * carves blocks of its own: two producer/consumer pairs, one per core, that
- * took each other's batches in the moments a pair ran short ended up with
- * the blocks of both cores in the same pages, and ran at half the speed for
- * the rest of the run (docs/DESIGN.md, The central cache).  Threads that also free the
- * class take any batch: refusing them made each CPU carve blocks of its own
- * for every short moment, megabytes more.  Only when the slots are full (or
- * empty, on every CPU) are blocks returned to (or carved from) their slabs.
- * Large classes (one block per slab) are taken from and given back to the
- * SuperSlabs and huge regions, but for a few: blocks of the SuperSlabs'
- * large classes (32-256 KiB) that threads' caches send back over their
- * budgets wait under the class lock, as spares, for the next thread short
- * of one, up to a quarter of HAKMEM_LARGE_CACHE in all (none in lean mode),
- * until a purge tick finds the class idle or a block of another class would
- * need memory new to the process.  A block carved and given back meets the
- * other threads on its SuperSlab's header and arena lock: two larson
- * threads handing each other arrays of blocks up to 64 KiB ran 1.27 times
- * as fast with the spares, at the same peak. */
+ * no thread cache holds; in front, per CPU, transfer slots where thread
+ * caches park and take whole batches in O(1), unwalked: a batch goes to a
+ * thread on the CPU that freed it, its blocks still in that CPU's cache, and
+ * threads on different CPUs share no lock.  A refill takes another CPU's
+ * batch when its own has none, but a producer (never gave back blocks of
+ * 1 KiB or less) takes only spare ones: borrowed batches mix both cores'
+ * blocks in the same pages (half the speed: docs/DESIGN.md, Producers).
+ * Large classes bypass it, but 32-256 KiB blocks sent back over a thread's
+ * budget wait as spares under the class lock, sparing the SuperSlab's header
+ * and arena lock (docs/DESIGN.md, Spare large blocks). */
 #define _GNU_SOURCE
 #include <sched.h>
 #include "slab/slab.h"
@@ -36,16 +20,11 @@ typedef struct hk_batch {
   const void *owner;       /* the thread cache that parked it */
 } hk_batch_t;
 
-/* A CPU's slots of one class: up to HK_TRANSFER_SLOTS batches holding up
- * to HK_TRANSFER_LISTS full thread cache lists.  A consumer of 1 KiB blocks
- * parks lists of at most 65; with room for 8 of them, two producer/consumer
- * pairs sharing a core each sent half of every 1024 blocks back to their
- * slabs, through the class lock the other core wanted too (`prodcons 2000000
- * 1024 1 1024 1024 2`: 13 M ops/s with 8, 46 M with 16; 2 KiB blocks 27 and
- * 69 M).  With many threads per CPU the consumers park smaller batches
- * (tcache.c: freer_cap), hence more slots than lists: with 16 slots, 16
- * pairs on 2 CPUs sent their blocks back through the slabs, walking them
- * cold under the class lock, at 0.65 times the speed. */
+/* A CPU's class slots: up to HK_TRANSFER_SLOTS batches, at most
+ * HK_TRANSFER_LISTS full lists (room for 8 sent half a consumer's blocks via
+ * the class lock: `prodcons 2000000 1024 1 1024 1024 2`, 13 M ops/s with 8,
+ * 46 M with 16).  More slots than lists: many consumers per CPU park smaller
+ * batches (freer_cap); with 16, 16 pairs on 2 CPUs ran 0.65 times as fast. */
 typedef struct hk_transfer {
   pthread_mutex_t lock;
   unsigned n;              /* written under the lock, read without it as a hint (set_count) */
@@ -68,8 +47,7 @@ typedef struct hk_central {
 static hk_central_t central[HK_NCLASS + 1] = {[0 ... HK_NCLASS] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static hk_transfer_t transfer[HK_CPU_SETS][HK_SMALL_CLASSES] = {
     [0 ... HK_CPU_SETS - 1] = {[0 ... HK_SMALL_CLASSES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}}};
-/* The slots themselves, the same depth of every class's together: a set of
- * slots touches memory only as deep as it is filled. */
+/* The slots, every class's at one depth together: touched only as filled. */
 static hk_batch_t batches[HK_CPU_SETS][HK_TRANSFER_SLOTS][HK_SMALL_CLASSES];
 static unsigned ncpu_slots = 1;  /* sets of slots in use: one per CPU, up to HK_CPU_SETS */
 /* Large classes' slab counts are atomic, kept without the class lock. */
@@ -106,9 +84,8 @@ static unsigned my_slots(void) {
 static bool slab_is_full(const hk_slab_t *s) { return s->free == NULL && s->carved == s->capacity; }
 static bool slab_is_empty(const hk_slab_t *s) { return s->nfree == s->carved; }
 
-/* Links n fresh blocks of `size` bytes from `first` in front of `head`: in
- * address order, or, in the hardened build, in a random order, so that
- * where the next block will be cannot be foretold.  Returns the new head. */
+/* Links n fresh blocks of `size` bytes from `first` before `head`, in address
+ * order (hardened: an order not to be foretold); returns the new head. */
 static void *link_fresh(uint8_t *first, uint32_t size, unsigned n, void *head) {
 #if HAK_HARDENED
   static __thread uint64_t rng;
@@ -181,19 +158,16 @@ unsigned hk_chain_length(const void *chain, unsigned limit) {
 
 static void set_count(hk_transfer_t *t, unsigned n) { __atomic_store_n(&t->n, n, __ATOMIC_RELAXED); }
 
-/* A set of slots' balance: up by HK_BALANCE_PARK for each batch parked, down
- * by HK_BALANCE_TAKE for each one a thread on its CPU takes, within
- * ±HK_BALANCE_LIMIT.  It stays above 0 while the CPU parks more than half
- * again as many batches as its threads take: those are spare. */
+/* A set of slots' balance, within ±HK_BALANCE_LIMIT: above 0 while the CPU
+ * parks more than half again as many batches as its threads take (spare). */
 #define HK_BALANCE_PARK 2
 #define HK_BALANCE_TAKE 3
 #define HK_BALANCE_LIMIT 8
 #define HK_PRODUCER_MAX 1024  /* block sizes whose producers keep to their CPU */
 
 /* Pops the newest batch parked in CPU set `set`'s slots of class cls, if
- * any; `apart`: the set is another CPU's and the caller a producer of small
- * blocks, which takes only spare batches: the CPU's balance is above 0, or
- * it parks more than half the blocks it may. */
+ * any; `apart`: another CPU's, to a producer of small blocks, which takes
+ * only spares (balance above 0, or more than half the blocks it may). */
 static bool transfer_pop(unsigned set, unsigned cls, hk_batch_t *b, bool local, bool apart) {
   hk_transfer_t *t = &transfer[set][cls];
   if (__atomic_load_n(&t->n, __ATOMIC_RELAXED) == 0) return false;  /* a hint: checked again under the lock */
@@ -211,10 +185,8 @@ static bool transfer_pop(unsigned set, unsigned cls, hk_batch_t *b, bool local, 
   return got;
 }
 
-/* A spare of large class cls, or NULL.  Its mark is checked and cleared
- * under the lock: a block that is among the spares twice (freed again while
- * it was one, and sent back again) is handed out once, and found unmarked
- * the second time. */
+/* A spare of large class cls, or NULL; its mark checked and cleared under the
+ * lock: a block twice among the spares goes out once, then found unmarked. */
 static void *take_spare(unsigned cls) {
   hk_central_t *c = &central[cls];
   if (!__atomic_load_n(&c->nspares, __ATOMIC_RELAXED)) return NULL;  /* a hint: checked again under the lock */
@@ -234,18 +206,12 @@ static void *take_spare(unsigned cls) {
 
 static bool purge_spares(unsigned cls, int mode);
 
-/* A spare of the class, else a new block: while there are spares (of other
- * classes), only on free units still resident; if there are none, the
- * spares go back to their SuperSlabs first, for the block to be carved
- * there.  Spares thus never make the process take memory it did not have:
- * kept whatever the demand, 16 MiB of them had raised the peak of
- * mixed_large (one thread, blocks up to 1 MiB) by 14 MiB, and of
- * thread_churn by 15. */
+/* A spare, else a new block: while other classes have spares, on free units
+ * still resident only, else theirs go back first: spares never make the
+ * process take memory it lacked (docs/DESIGN.md, Spare large blocks). */
 void *hk_central_take_large(unsigned cls, unsigned arena, bool *zero) {
   void *p;
-  if (hk_class_in_regions(cls)) {
-    p = hk_huge_take_class(cls, arena, zero);
-  } else if ((p = take_spare(cls))) {
+  if ((p = take_spare(cls))) {
     *zero = false;
     return p;
   } else if (!atomic_load_explicit(&spare_bytes, memory_order_relaxed)) {
@@ -303,16 +269,12 @@ unsigned hk_central_take(unsigned cls, unsigned arena, unsigned want, void **cha
   return n;
 }
 
-/* Before an empty slab goes back to its SuperSlab, its free list must be
- * its `nfree` blocks, each home once.  A block freed again after it went
- * home (free marks it without reading it) is on a thread's list as well,
- * its link into that list: if a malloc took it from there it is in the
- * program's hands now, no longer marked home; if it came home again, it is
- * on the list twice, counted twice, and another block is in the program's
- * hands.  Either way the slab is not empty, and giving its memory back would
- * hand a live block out again.  Each block seen is marked seen (neither home
- * nor free), so a second visit finds it so; then marked home again: a stale
- * pointer freed later is still told from a live block (hardened build). */
+/* Before an empty slab goes back to its SuperSlab, its free list must be its
+ * `nfree` blocks, each home once: a block freed again after it went home is
+ * on a thread's list too, then no longer home or on the list twice, and
+ * giving the slab back would hand a live block out again.  Each block is
+ * marked seen (neither home nor free), so a second visit finds it so, then
+ * home again: a stale pointer freed later is still told from a live one. */
 static void expect_all_home(const hk_slab_t *s) {
   const uint64_t seen = ~hk_fast.free_key ^ 1;
   unsigned n = 0;
@@ -372,24 +334,20 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
   }
 }
 
-/* Gives a chain of count large blocks marked free back to the SuperSlabs
- * or huge regions.  Each block is marked home before any is released: one
- * that is on the chain twice is found before its memory can serve anything
- * else. */
+/* Gives count large blocks marked free back to their SuperSlabs or huge
+ * regions, all marked home first: one on it twice is found before reuse. */
 static void release_large(unsigned cls, void *chain, size_t count) {
   for (void *b = chain; b != HK_END; b = hk_next(b)) {
     hk_expect_free(b, cls);
     hk_mark_home(b);
   }
-  if (hk_class_in_regions(cls)) hk_huge_release_class(cls, chain);
-  else hk_large_release(cls, chain);
+  hk_large_release(cls, chain);
   atomic_fetch_sub_explicit(&large_counts[cls].slabs, count, memory_order_relaxed);
 }
 
-/* Keeps a chain of count large blocks marked free as spares if they fit
- * the bound; false if not.  Each is marked a spare: one on the chain twice
- * is found at its second sight.  spare_bytes changes under a class lock
- * only, so that fork (which holds them all) leaves it true in the child. */
+/* Keeps a chain of count blocks marked free as spares if within the bound,
+ * each marked spare, so one on it twice shows the second time.  spare_bytes
+ * changes only under a class lock: fork (holding all) keeps it true. */
 static bool keep_spares(unsigned cls, void *chain, unsigned count) {
   if (hk_class_in_regions(cls)) return false;
   size_t bound = hk_opt.mem_lean ? 0 : hk_opt.large_cache / 4;
@@ -447,10 +405,9 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
   return false;
 }
 
-/* Sends back to their slabs the batches of each set of slots idle for a
- * whole purge epoch (of every set, unless HK_PURGE_DUE), then gives back the
- * class's empty slabs, the kept one too, if its slabs were idle as well; the
- * SuperSlabs then purge their pages.  True if something waits for a later tick. */
+/* Sends each idle set of slots' batches (idle a purge epoch; any, unless
+ * HK_PURGE_DUE) back to their slabs, then the class's empty slabs, the kept
+ * one too, if its slabs were idle too.  True if some wait for a later tick. */
 static bool purge_class(unsigned cls, int mode) {
   hk_central_t *c = &central[cls];
   bool pending = false;
@@ -491,12 +448,9 @@ static bool purge_class(unsigned cls, int mode) {
   return pending;
 }
 
-/* Gives a large class's spares back if the class was idle for a whole purge
- * epoch (always, unless HK_PURGE_DUE).  True if some wait for a later tick.
- * The list is walked as long as it counts, each block checked a spare and
- * marked free again, and must end there: a block freed again while it was
- * a spare, whose link the thread's list took, is found before the walk
- * leaves the spares. */
+/* Returns a large class's spares if idle a purge epoch (always, unless
+ * HK_PURGE_DUE); true if some wait.  The walk checks and frees each, ending
+ * at the count: a spare freed again (its link a thread list's) shows first. */
 static bool purge_spares(unsigned cls, int mode) {
   hk_central_t *c = &central[cls];
   if (!__atomic_load_n(&c->nspares, __ATOMIC_RELAXED)) return false;
@@ -561,8 +515,7 @@ static unsigned check_slab(const hk_slab_t *s, unsigned cls) {
 }
 
 /* Walks every small class's slabs, every CPU's parked batches and the large
- * classes' spares under their locks and checks that their counts agree;
- * returns the blocks walked. */
+ * classes' spares and checks their counts; returns the blocks walked. */
 size_t hk_central_check(void) {
   size_t walked = 0;
   for (unsigned cls = 1; cls < HK_FIRST_LARGE_CLASS; cls++) {

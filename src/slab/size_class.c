@@ -11,13 +11,10 @@ static uint32_t class_size(unsigned c) {
   return (256u << d) + (j + 1) * (32u << d);
 }
 
-/* Small classes: one 64 KiB unit per slab, so that the slab of a block
- * starts in its unit and free() checks a block boundary with the offset in
- * the unit alone (hk_on_boundary).  The room left over by the blocks (up to
- * a third of the unit for some classes above 16 KiB) comes before the first
- * one and is never touched: it costs address space, not memory.  Large classes: one
- * block per slab, so that a freed block gives its units back to the
- * SuperSlab for blocks of any size. */
+/* Small classes: one 64 KiB unit per slab, so free() checks a boundary by the
+ * unit offset alone (hk_on_boundary); the room left over (up to a third of
+ * the unit above 16 KiB) precedes the first block, never touched: address
+ * space, not memory.  Large: a block per slab, units back for any size. */
 static unsigned slab_units(uint32_t size) {
   return size > HK_LARGE_MIN ? (unsigned)((size + HK_UNIT_SIZE - 1) / HK_UNIT_SIZE) : 1;
 }
@@ -31,19 +28,12 @@ void hk_size_classes_init(void) {
     ci->capacity = (uint16_t)(ci->units * HK_UNIT_SIZE / size);
     ci->first = (uint16_t)(ci->units == 1 ? HK_UNIT_SIZE - ci->capacity * size : 0);
     /* Per class and thread: 16..512 blocks of up to 512 B (about 64 KiB),
-     * about 128 KiB of 513 B..32 KiB blocks (227 down to 4 of them).
-     * Classes above 512 B are 64 B apart, so evenly spread sizes give each
-     * twice the blocks of a 512 B class: with 64 KiB, two larson threads
-     * (16 B-1 KiB, arrays of 1 000 freed at once) ran those lists dry 17 000-
-     * 59 000 times a second per class, 1 100-10 700 with 128 KiB, 1.08 times
-     * as fast (10 paired rounds).  Where a purger thread gives memory back
-     * while the program idles (balanced, lean) they keep 64 KiB: a thread
-     * idle after freeing a 1 GiB peak kept 9 MiB more of slabs resident
-     * (38.8 MiB against 29.7), and 4-pair producer/consumer under lean
-     * peaked at 15.1 MiB against 12.8.  Large blocks have no per-class
-     * capacity: every free of one asks hk_free_overflow, which keeps it while
-     * the thread's large blocks fit its budget (tcache.c: large_budget).  A
-     * new thread's lists start at a quarter of `cap` (tcache.c: start_cap). */
+     * about 128 KiB of 513 B..32 KiB blocks (64 B apart: with 64 KiB larson
+     * ran their lists dry far more often); where a purger thread gives memory
+     * back (balanced, lean), 64 KiB up to 1 KiB, so an idle program keeps
+     * fewer slabs resident (docs/DESIGN.md, Capacities).  Large blocks have
+     * none: their thread's budget bounds them (tcache.c: large_budget).  New
+     * threads' lists start at a quarter of `cap` (tcache.c: start_cap). */
     size_t cap = (64 * 1024) / size;
     if (size <= 512 || (size <= 1024 && hk_opt.background_purge)) cap = hk_min(hk_max(cap, 16), 512);
     else if (size <= HK_LARGE_MIN) cap = (128 * 1024) / size;

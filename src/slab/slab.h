@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Size classes (size_class.c) and the central cache (central.c): blocks of
- * each class carved from slabs, batches parked between thread caches, and
- * the large classes' blocks. */
+/* Size classes (size_class.c) and the central cache (central.c): blocks
+ * carved from slabs, batches parked between thread caches, large blocks. */
 #ifndef HK_SLAB_H
 #define HK_SLAB_H
 
@@ -20,8 +19,7 @@ HK_HIDDEN void hk_class_magic_fill(uint32_t *magic, uint64_t *first);
 /* ---- central cache (central.c): per class, behind one lock ------------------ */
 /* Takes up to `want` blocks (a parked batch may be more) onto *chain;
  * *parker is the thread cache that parked them, NULL if they come from slabs.
- * `producer`: the caller has never given blocks of the class back (it only
- * allocates them), which keeps it from other CPUs' batches (central.c). */
+ * `producer`: the caller never gave blocks of the class back (central.c). */
 HK_HIDDEN void hk_central_init(unsigned cpus);  /* sets of transfer slots: one per CPU */
 HK_HIDDEN unsigned hk_central_cpu_sets(void);
 HK_HIDDEN unsigned hk_central_take(unsigned cls, unsigned arena, unsigned want, void **chain, const void **parker,

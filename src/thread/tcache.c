@@ -12,19 +12,11 @@ const uint64_t hk_list_end[2] __attribute__((aligned(16))) = {0, 2};
  * image already points to (ld.so relocates it before any thread copies it). */
 __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) = {.head = {[0 ... HK_NCLASS] = HK_END}};
 
-/* The caches of live threads, for statistics, and the counters of the
- * threads that have exited.  An array rather than a list through the caches:
- * a thread whose first allocator call comes in the last round of its key
- * destructors sets up a cache that hk_thread_exit never hands back (glibc
- * runs no further round), and the next thread given the same TLS block finds
- * it here, the only trace of it left, and takes its place (its blocks are
- * lost: that thread's TLS image overwrote them).  Or its stack is unmapped
- * (glibc keeps 40 MiB of stacks for new threads; a stack the program gave
- * goes as the program wants), at any moment: whether its thread is alive
- * (registry_prune) is only a hint, since the stack may go between the look
- * and the read.  So nothing writes another thread's cache, and what reads
- * one copies it with hk_os_read, which a cache gone fails without a fault
- * (read_cache). */
+/* Live threads' caches (for statistics) and exited threads' counters: an
+ * array, not a list through the caches, which may vanish (docs/DESIGN.md,
+ * Thread exit and the registry of caches).  A dead thread's stack may be
+ * unmapped at any moment: no one writes another thread's cache, and readers
+ * copy it with hk_os_read, which fails without a fault (read_cache). */
 typedef struct registered {
   hk_tcache_t *tc;
   pid_t tid;  /* its thread */
@@ -35,14 +27,10 @@ static size_t registry_n, registry_cap;
 static pid_t registry_pid;  /* the process the registered threads are of */
 static hk_front_t exited[HK_NCLASS + 1];
 
-/* Adds a change in the bytes out of the central caches to the process-wide
- * figure (and its peak) in steps, so that threads do not share a cache line
- * on every batch or huge block they move: a rise of HK_STATS_STEP, a fall of
- * HK_STATS_SLACK.  A thread that frees and takes back blocks of megabytes
- * reports nothing while its bytes stay within the slack.  So the peak is at
- * most HK_STATS_STEP per thread below the true one, and, since a thread's
- * unreported fall may meet another's reported rise, at most HK_STATS_SLACK
- * per other thread above it. */
+/* Adds a change in bytes out of the central caches to the process's figure
+ * (and peak) in steps (HK_STATS_STEP up, HK_STATS_SLACK down), so threads
+ * share no line per batch or huge block: the peak is at most a step per
+ * thread low, a slack per other high (unreported falls meet others' rises). */
 static void note_out(hk_tcache_t *tc, ptrdiff_t bytes) {
   ptrdiff_t pending = tc->out_pending + bytes;
   tc->out_pending = pending;
@@ -103,11 +91,9 @@ static void *next_free(void *b, unsigned cls) {
   return hk_next(b);
 }
 
-/* A block of a large class straight to the program, where the memory of a
- * new one is not touched: its page faults are the program's first writes,
- * not this call's (malloc's tail: `latency thread_churn`).  Memory that may
- * hold old data has its mark cleared (a block marked free in the program's
- * hands would read as freed to realloc). */
+/* A large block straight to the program, a new one untouched: its page
+ * faults are the program's first writes, not malloc's (`latency
+ * thread_churn`).  Old memory has its mark cleared for realloc's check. */
 static void *take_large(hk_tcache_t *tc, unsigned cls) {
   bool zero;
   void *p = hk_central_take_large(cls, tc->arena, &zero);
@@ -173,25 +159,13 @@ static void tcache_fill(hk_tcache_t *tc, unsigned cls, unsigned n) {
   }
 }
 
-
 static atomic_uint live_threads;  /* threads with an active cache */
 
 /* A thread's budget for cached large blocks: HK_LARGE_CACHE_MIN, doubled
- * for every HK_LARGE_GROWTH large blocks its cache did not have, up to
- * HK_LARGE_CACHE, then its whole share of the process-wide budget after
- * HK_LARGE_GROWTH_MAX of them, and never more than that share.  A thread
- * that takes large blocks at a high rate earns a cache that serves most of
- * them; one that takes a few (a short-lived one) keeps few.  The last step
- * asks for 64 times the misses, and the one before it stops at 4 MiB: two
- * threads replacing blocks of up to 64 KiB (larson 2 1.0 1000 1 16 65536,
- * three threads with a cache: a share of 21 MiB) miss about a million times
- * a second each and take the last step within a tenth of a second.  Each
- * hands the other an array holding 24 MiB of large blocks a few thousand
- * times a second: a last step of 16 MiB sent a third more of them back to
- * the SuperSlabs to be carved again, and ran 0.89 times as fast (10 paired
- * rounds) at the same peak.  A thread with blocks up to 1 MiB (mixed_large
- * 500000 500 1, 46 000 misses) peaked 8 MiB higher with a step of 8 MiB
- * (68.4 against 60.4 MiB), no faster. */
+ * every HK_LARGE_GROWTH misses up to HK_LARGE_CACHE, then after
+ * HK_LARGE_GROWTH_MAX its whole share of the process-wide budget, never more:
+ * a thread taking many large blocks earns a cache serving most.  Why:
+ * docs/DESIGN.md, Large blocks: budgets and spares. */
 static size_t large_budget(const hk_tcache_t *tc) {
   /* a class's list counts its blocks down from 0 in a 16-bit room */
   const size_t most = (size_t)INT16_MAX * HK_LARGE_MIN;
@@ -210,35 +184,28 @@ static size_t large_cached_bytes(const hk_tcache_t *tc) {
   return bytes;
 }
 
-/* The capacity of a list whose thread only frees the class (it overflows
- * again before running dry): such a list is a batch in the making, parked
- * whole.  Where threads outnumber CPUs several times over, most of them wait
- * for a CPU at any moment and what their lists hold lies idle: the capacity
- * is divided by a quarter of the threads per CPU, by 4 at most, and kept at
- * two refills' worth.  Producer/consumer pairs on 2 CPUs peaked 15-22 %
- * lower (8, 16 and 32 pairs: 25.6, 45.9, 84.2 -> 21.7, 36.0, 68.4 MiB) at
- * 0.96, 1.02 and 1.12 times the speed (medians of 9 paired rounds).  Few
- * threads per CPU keep the whole capacity: a quarter of it cost one pair 27 %
- * of its speed, in 4 times as many batches to lock. */
+/* The capacity of a list whose thread only frees the class (overflowing again
+ * before running dry): with threads many times the CPUs, its blocks lie idle,
+ * so it is divided by a quarter of the threads per CPU, by 4 at most, down to
+ * two refills (docs/DESIGN.md, Capacities).  Few per CPU keep it whole: a
+ * quarter cost one pair 27 % of its speed, in 4 times the batches. */
 static int freer_cap(unsigned cls) {
   unsigned per_cpu = atomic_load_explicit(&live_threads, memory_order_relaxed) / hk_central_cpu_sets();
   int shrink = (int)hk_min(hk_max(per_cpu / 4, 1u), 4u);
   return hk_max((int)hk_classes[cls].cap / shrink, hk_min(2 * (int)hk_classes[cls].batch, (int)hk_classes[cls].cap));
 }
 
-/* The list outgrew its capacity: keep the newest half, whose blocks are the
- * likeliest to be in cache, and give the rest to the central cache.  A large
- * block stays while the thread's large blocks fit its budget; past that its
- * class's list goes back. */
+/* The list outgrew its capacity: keep the newest half, likeliest to be in
+ * cache, and give the rest to the central cache.  A large block stays while
+ * the thread's large blocks fit its budget; past that its list goes back. */
 bool hk_tcache_overflow(void *p) {
   unsigned cls = (unsigned)hk_map_get(p);
   hk_tcache_t *tc = &hk_tc;
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
-    /* A thread that has not allocated yet gets no cache for its first frees:
-     * those may come after its key destructors have run (a late destructor,
-     * the C library freeing the thread's own memory at exit), and a cache set
-     * up then would never be handed back.  A thread that goes on freeing (a
-     * consumer of other threads' blocks) gets one after a few. */
+    /* No cache for a thread's first frees before any malloc: they may come
+     * after its key destructors ran (the C library freeing the thread's own
+     * memory at exit), and a cache set up then is never handed back.  A
+     * consumer of other threads' blocks gets one after a few. */
     if (tc->state != HK_TC_DEAD && ++tc->early_frees >= HK_FREES_BEFORE_CACHE) hk_thread_init(tc);
     if (tc->state != HK_TC_ACTIVE) {  /* no cache yet, or none to be had */
       tcache_drain(tc, cls, 0);
@@ -259,15 +226,11 @@ bool hk_tcache_overflow(void *p) {
     tcache_drain(tc, cls, 0);
     return true;
   }
-  /* The first overflow since the list ran dry keeps the newest half, so that
-   * mallocs and frees swinging around the capacity cost one batch per half
-   * list.  Overflowing again before running dry, frees outpace mallocs (a
-   * consumer of other threads' blocks, a structure being freed): the whole
-   * list goes, with no walk to split it.  A batch that finds a parking slot
-   * feeds a thread that allocates, and full batches suit it best: after two
-   * parked in a row the capacity grows back.  Batches that go back to their
-   * slabs instead only come back through slabs, and what the list holds
-   * between overflows pins slabs: after two of them in a row it halves. */
+  /* The first overflow since the list ran dry keeps the newest half (mallocs
+   * and frees swinging at capacity: a batch per half list); another before
+   * running dry (frees outpace) sends all unwalked.  Parked batches feed an
+   * allocating thread, best full: two in a row regrow the capacity.  Batches
+   * sent home return only via slabs, which the list pins: two halve it. */
   unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
   int cap = tc->cap[cls];
   unsigned keep = tc->overflows[cls] ? 0 : (unsigned)cap / 2;
@@ -293,10 +256,8 @@ bool hk_tcache_overflow(void *p) {
   return true;
 }
 
-/* A new thread's lists of blocks above 1 KiB start at a quarter of their
- * capacity (at least what prewarm puts in them) and double each time they
- * run dry: most threads use most of these classes little, and a list a
- * thread seldom takes from would otherwise fill up with its frees. */
+/* New threads' lists over 1 KiB start at cap / 4 (at least prewarm's),
+ * doubling as they run dry: one seldom used would fill with frees. */
 static int start_cap(unsigned c) {
   int cap = hk_classes[c].cap;
   if (hk_classes[c].size <= 1024 || cap == 0) return cap;
@@ -323,8 +284,7 @@ static size_t registry_find(const hk_tcache_t *tc) {
 }
 
 /* What statistics and fork read of another thread's cache (all but its
- * lists' heads), copied into `copy` under registry_lock; false if its
- * memory is gone. */
+ * lists' heads), copied under registry_lock; NULL if its memory is gone. */
 static hk_tcache_t cache_copy;
 static const hk_tcache_t *read_cache(const hk_tcache_t *tc) {
   const size_t from = offsetof(hk_tcache_t, room);
@@ -333,9 +293,8 @@ static const hk_tcache_t *read_cache(const hk_tcache_t *tc) {
   return &cache_copy;
 }
 
-/* Drops the caches of threads that have ended without handing them back,
- * before the registry's caches are read; their counters are lost, and the
- * bytes they had not yet reported to the statistics' peak (note_out). */
+/* Drops the caches of threads that ended without handing them back, before
+ * the caches are read; their counters and unreported bytes are lost. */
 static void registry_prune(void) {
   for (size_t i = registry_n; i-- > 0;) {
     if (registry[i].tc == &hk_tc || !thread_gone(&registry[i])) continue;
@@ -344,11 +303,9 @@ static void registry_prune(void) {
   }
 }
 
-/* Adds a new thread's cache, in place of entries of threads that ended
- * without handing theirs back: the one whose TLS block it reuses, and one
- * with its tid, which the kernel gave again (tgkill would take that thread
- * for alive, and its cache's memory be read and written); false if there
- * is no room. */
+/* Adds a new thread's cache, replacing entries of threads that ended without
+ * handing theirs back: the one whose TLS block it reuses, and one with its
+ * tid, which the kernel reused (tgkill would say alive).  False if no room. */
 static bool registry_add(hk_tcache_t *tc) {
   pid_t tid = gettid();
   for (size_t i = registry_n; i-- > 0;) {  /* downwards: what moves to i was seen */
@@ -375,15 +332,13 @@ static bool registry_add(hk_tcache_t *tc) {
 void hk_note_out(ptrdiff_t bytes) { note_out(&hk_tc, bytes); }
 
 /* Given with its cache: a thread that takes only huge blocks gets one all
- * the same, for its statistics' steps (note_out) and their hand-over at
- * exit. */
+ * the same, for its statistics' steps (note_out) and their hand-over. */
 unsigned hk_thread_arena(void) {
   if (hk_unlikely(hk_tc.state == HK_TC_UNINIT)) hk_thread_init(&hk_tc);
   return hk_tc.arena;
 }
 
-/* The key whose destructor runs each thread's exit (init.c), and whether
- * there is one. */
+/* The key whose destructor runs each thread's exit (init.c), if made. */
 static pthread_key_t exit_key;
 static bool exit_key_made;
 void hk_thread_exit_key(pthread_key_t key) {
@@ -415,9 +370,8 @@ void hk_tcache_flush(hk_tcache_t *tc) {
   for (unsigned c = 1; c <= HK_NCLASS; c++) tcache_drain(tc, c, tc->cap[c]);
 }
 
-/* Thread exit: everything cached goes back, and whatever the rest of the exit
- * frees or allocates bypasses the cache (room 0 sends each free to the
- * central cache).  False if the thread had no cache. */
+/* Thread exit: everything cached goes back, and the rest of the exit
+ * bypasses the cache (room 0 sends each free on).  False if it had none. */
 bool hk_thread_exit(void) {
   hk_tcache_t *tc = &hk_tc;
   if (tc->state != HK_TC_ACTIVE) return false;
@@ -449,8 +403,7 @@ void hk_front_add(hk_front_t *sum, const hk_front_t *f) {
 }
 
 /* Blocks in the caches of live threads per class, and every thread's
- * counters.  Other threads' caches are read as they are, without stopping
- * them: each figure was true at some moment of the call. */
+ * counters, read unstopped: each figure was true at some moment. */
 void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
   hk_lock(&registry_lock);
   registry_prune();
@@ -476,11 +429,9 @@ void hk_tcache_fork_lock(void) {
   registry_prune();
 }
 
-/* The child has one thread: it drops the others' caches.  Their traffic
- * and unreported bytes go to the statistics where the fork held the
- * registry's lock (its prepare handler dropped the caches of ended threads,
- * whose memory may be gone), and are lost where it did not (a fork from a
- * signal handler). */
+/* The child has one thread: it drops the others' caches, their traffic and
+ * unreported bytes counted if the fork held the registry's lock (its prepare
+ * handler pruned ended threads), else (fork in a signal handler) lost. */
 void hk_tcache_fork_unlock(bool child, bool locked) {
   if (child) {
     for (size_t i = registry_n; i-- > 0;) {

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Thread caches (tcache.c): a free list and a room counter per class in
- * each thread's TLS; malloc pops, free pushes; the registry of live caches
- * that statistics and fork read. */
+ * each thread's TLS; malloc pops, free pushes. */
 #ifndef HK_THREAD_H
 #define HK_THREAD_H
 
@@ -10,8 +9,7 @@
 enum { HK_TC_UNINIT = 0, HK_TC_ACTIVE = 1, HK_TC_DEAD = 2 };
 
 /* A class's traffic through a thread cache (HAKMEM_TINY_FRONT_METRICS),
- * counted on the slow paths but for `hits`, which only the observe build
- * counts, on malloc's fast path. */
+ * counted on the slow paths but for `hits` (observe build, fast path). */
 typedef struct hk_front {
   uint64_t hits;         /* mallocs the list served (observe build) */
   uint64_t misses;       /* mallocs that found it empty: refills */
@@ -51,22 +49,17 @@ enum { HK_OVERFLOW_PARKED = 1,   /* the last overflow's batch was parked */
 
 extern __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
 
-/* A block of class cls from the thread's cache, or NULL if its list is
- * empty or starts with a block not marked free: one handed out already,
- * because it was freed twice, or written after its free (hk_tcache_refill
- * tells misuse from an empty list).  Only what malloc is about to hand out
- * is checked, in a line it reads anyway; free marks blocks without reading
- * them. */
+/* A block of class cls, or NULL if its list is empty or starts with one not
+ * marked free (freed twice or written after its free: hk_tcache_refill tells
+ * which).  Checked here, in a line malloc reads anyway: free reads no block. */
 static inline __attribute__((always_inline)) void *hk_tcache_pop(unsigned cls) {
   hk_tcache_t *tc = &hk_tc;
   void *p = tc->head[cls];
   if (hk_likely(hk_is_free(p))) {
     void *n = hk_next(p);
     tc->head[cls] = n;
-    /* The next malloc's block: a block freed long ago (by a consumer on
-     * another thread, or before a structure's worth of others) has left the
-     * cache, and each pop would otherwise wait for its link in turn.  16
-     * producer/consumer pairs on 2 cores ran 1.2-1.4x faster with it. */
+    /* A block freed long ago has left the cache, and each pop would wait for
+     * its link in turn (16 prodcons pairs on 2 cores: 1.2-1.4x faster). */
     __builtin_prefetch(n, 1, 3);
     hk_block_out(p, cls);
     tc->room[cls]++;
@@ -76,12 +69,9 @@ static inline __attribute__((always_inline)) void *hk_tcache_pop(unsigned cls) {
   return NULL;
 }
 
-/* Takes one from the room of class cls in the thread's cache; true if it
- * went below 0.  gcc 12 emits this as three instructions when the result
- * feeds a branch (it moves the room's offset into the index with an `add`);
- * on x86-64 the two it should be are written out: the thread's cache is at
- * its GOT offset from the thread pointer, which gcc folds into the load it
- * makes for head[] anyway. */
+/* Takes one from class cls's room; true if below 0.  gcc 12 spends three
+ * instructions when the result feeds a branch; on x86-64 the two it needs are
+ * written out (the cache's TLS offset folded into head[]'s load). */
 static inline __attribute__((always_inline)) bool hk_room_spent(uintptr_t cls) {
   _Static_assert(sizeof hk_tc.room[0] == 2, "subw needs 16-bit rooms");
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -98,9 +88,8 @@ spent:
 }
 
 /* ---- thread caches (tcache.c) ---------------------------------------------- */
-/* A block of class cls when hk_tcache_pop found none: the list refilled (a
- * large class's block taken straight), or NULL if there is no memory; the
- * thread's cache is set up on its first call. */
+/* A block of class cls when hk_tcache_pop found none (the list refilled, or a
+ * large block taken straight), NULL if out of memory; sets up the cache. */
 HK_HIDDEN void *hk_tcache_refill(unsigned cls);
 HK_HIDDEN void hk_thread_init(hk_tcache_t *tc);
 HK_HIDDEN unsigned hk_thread_arena(void);        /* the calling thread's arena; its cache made if it had none */
@@ -108,9 +97,8 @@ HK_HIDDEN void hk_note_out(ptrdiff_t bytes);     /* the calling thread's bytes o
 HK_HIDDEN void hk_tcache_flush(hk_tcache_t *tc);
 HK_HIDDEN bool hk_thread_exit(void);  /* the calling thread's cache goes back; false if it had none */
 HK_HIDDEN void hk_thread_exit_key(pthread_key_t key);  /* a thread whose cache is made sets it, for the exit */
-/* The list of the class of p, the block just pushed, outgrew its capacity;
- * or the thread has no cache yet.  True if blocks went to the central cache
- * (memory there may wait for the purge schedule). */
+/* p's list (p just pushed) outgrew its capacity, or the thread has no cache
+ * yet; true if blocks went to the central cache (to await a purge). */
 HK_HIDDEN bool hk_tcache_overflow(void *p);
 HK_HIDDEN void hk_front_add(hk_front_t *sum, const hk_front_t *f);
 HK_HIDDEN void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads);

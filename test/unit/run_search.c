@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Run search.  hk_region_fit (src/huge.c) places huge blocks in regions of
+/* Run search (src/region/units.c).  hk_region_fit places huge blocks in regions of
  * HK_REGION_UNITS units: the fewest cold units first, then the shortest
  * stretch of free units, then the nearest to a stretch's end, looking at
  * nothing past the units ever touched.  hk_find_run
  * (src/base/base.h) places slabs in SuperSlabs: the fewest cold units, the
  * lowest start for one unit and the highest for more.  Both only at allowed
- * starts, -1 when nothing fits. */
+ * starts, -1 when nothing fits.  hk_run_first_warm places the large classes
+ * in regions: the lowest run of free resident units. */
 #include "unit.h"
 
 static uint64_t bits(unsigned at, unsigned n) { return hk_bits(at, n); }
@@ -280,5 +281,33 @@ UNIT_TEST(slabs_fewest_cold_then_lowest_or_highest) {
     CHECK_MSG(a == b, "free %016llx warm %016llx n %u: %d, brute force %d", (unsigned long long)free,
               (unsigned long long)r[2], n, a, b);
     if (a >= 0) CHECK_EQ(c1, c2);
+  }
+}
+
+/* ---- large classes in regions: hk_run_first_warm ------------------------- */
+
+static int reference_first_warm(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n) {
+  for (unsigned i = 0; i + n <= hk_align_up(end, 64); i++)
+    if (!hk_bits_count(used, i, n) && hk_bits_count(warm, i, n) == n) return (int)i;
+  return -1;
+}
+
+UNIT_TEST(large_classes_lowest_warm_run) {
+  region_bits_t used = {0}, warm = {0};
+  hk_bits_set(used, 0, 32);
+  hk_bits_set(warm, 60, 10);                                  /* across a word's end */
+  CHECK_EQ(hk_run_first_warm(used, warm, 128, 10), 60);
+  CHECK_EQ(hk_run_first_warm(used, warm, 128, 11), -1);
+  CHECK_EQ(hk_run_first_warm(used, warm, 64, 4), 60);
+  CHECK_EQ(hk_run_first_warm(used, warm, 64, 5), -1);         /* past `end`, rounded to words: not looked at */
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int t = 0; t < 20000; t++) {
+    for (unsigned k = 0; k < HK_REGION_WORDS; k++) {
+      used[k] = xorshift(&x) & xorshift(&x) & xorshift(&x);  /* mostly free */
+      warm[k] = ~used[k] & (t % 2 ? ~0ull : xorshift(&x) | xorshift(&x));
+    }
+    unsigned n = 1 + (unsigned)(xorshift(&x) >> 59) % 16, end = 64 * (1 + (unsigned)(xorshift(&x) % HK_REGION_WORDS));
+    int a = hk_run_first_warm(used, warm, end, n), b = reference_first_warm(used, warm, end, n);
+    CHECK_MSG(a == b, "n %u end %u: %d, brute force %d", n, end, a, b);
   }
 }
