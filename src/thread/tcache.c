@@ -257,11 +257,24 @@ bool hk_tcache_overflow(void *p) {
 }
 
 /* New threads' lists over 1 KiB start at cap / 4 (at least prewarm's),
- * doubling as they run dry: one seldom used would fill with frees. */
-static int start_cap(unsigned c) {
-  int cap = hk_classes[c].cap;
-  if (hk_classes[c].size <= 1024 || cap == 0) return cap;
-  return hk_min(hk_max(cap / 4, (int)hk_prewarm_count(c)), cap);
+ * doubling as they run dry: one seldom used would fill with frees.  Worked
+ * out once, with the prewarm counts, under registry_lock: a thread that
+ * lives for one allocation pays for no more than it uses. */
+static struct {
+  int16_t cap;
+  uint16_t prewarm;
+} starts[HK_NCLASS + 1];
+static bool starts_known, any_prewarm;
+
+static void starts_work_out(void) {
+  for (unsigned c = 1; c <= HK_NCLASS; c++) {
+    int cap = hk_classes[c].cap, prewarm = (int)hk_prewarm_count(c);
+    if (hk_classes[c].size > 1024 && cap) cap = hk_min(hk_max(cap / 4, prewarm), cap);
+    starts[c].cap = (int16_t)cap;
+    starts[c].prewarm = (uint16_t)prewarm;
+    any_prewarm |= prewarm != 0;
+  }
+  starts_known = true;
 }
 
 /* Whether the thread of a registry entry has ended (its cache may be gone
@@ -349,20 +362,19 @@ void hk_thread_exit_key(pthread_key_t key) {
 void hk_thread_init(hk_tcache_t *tc) {
   hk_lock(&registry_lock);
   bool registered = exit_key_made && registry_add(tc);
+  if (registered && !starts_known) starts_work_out();
   hk_unlock(&registry_lock);
   if (!registered) {  /* no way to hand a cache back at exit, or to count it: none */
     tc->state = HK_TC_DEAD;
     return;
   }
-  for (unsigned c = 1; c <= HK_NCLASS; c++) set_cap(tc, c, start_cap(c));
+  for (unsigned c = 1; c <= HK_NCLASS; c++) set_cap(tc, c, starts[c].cap);
   tc->arena = (uint8_t)hk_arena_assign();
   atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
   tc->state = HK_TC_ACTIVE;
   pthread_setspecific(exit_key, tc);  /* arms hk_thread_exit */
-  for (unsigned c = 1; c <= HK_NCLASS; c++) {
-    unsigned n = hk_prewarm_count(c);
-    if (n && tc->head[c] == HK_END) tcache_fill(tc, c, n);
-  }
+  for (unsigned c = 1; any_prewarm && c <= HK_NCLASS; c++)
+    if (starts[c].prewarm && tc->head[c] == HK_END) tcache_fill(tc, c, starts[c].prewarm);
 }
 
 void hk_tcache_flush(hk_tcache_t *tc) {
@@ -377,10 +389,10 @@ bool hk_thread_exit(void) {
   if (tc->state != HK_TC_ACTIVE) return false;
   tc->state = HK_TC_DEAD;
   atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
-  for (unsigned c = 1; c <= HK_NCLASS; c++) {
-    tcache_drain(tc, c, 0);
-    tc->cap[c] = 0;
-  }
+  for (unsigned c = 1; c <= HK_NCLASS; c++)
+    if (tc->head[c] != HK_END) tcache_drain(tc, c, 0);
+  memset(tc->room, 0, sizeof tc->room);
+  memset(tc->cap, 0, sizeof tc->cap);
   note_out(tc, 0);
   hk_lock(&registry_lock);
   size_t i = registry_find(tc);
@@ -393,6 +405,7 @@ bool hk_thread_exit(void) {
 
 void hk_front_add(hk_front_t *sum, const hk_front_t *f) {
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
+    if (!(f[c].hits | f[c].misses | f[c].overflows)) continue;  /* the others change with these */
     sum[c].hits += f[c].hits;
     sum[c].misses += f[c].misses;
     sum[c].overflows += f[c].overflows;
