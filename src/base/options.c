@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include "base/base.h"
 
 hk_options_t hk_opt;
@@ -161,12 +162,20 @@ static uint32_t from_env_mask;  /* bit i: row i was set in the environment */
 
 static bool no_huge_pages;  /* the THP options were turned off: the kernel gives none */
 
+/* Whether the environment has a HAKMEM_ variable at all: one pass over it
+ * rather than one per row where it has none (most processes). */
+static bool any_variable(void) {
+  for (char **e = environ; e && *e; e++)
+    if (!strncmp(*e, "HAKMEM_", 7)) return true;
+  return false;
+}
+
 void hk_options_init(bool huge_pages) {
-  bool env;
-  hk_profile = (unsigned)read_option(&hk_option_table[0], HK_PROFILE_SPEED, &env);
+  bool env = false, any = any_variable();
+  hk_profile = any ? (unsigned)read_option(&hk_option_table[0], HK_PROFILE_SPEED, &env) : HK_PROFILE_SPEED;
   for (unsigned i = 1; i < hk_option_count; i++) {
     const hk_option_t *o = &hk_option_table[i];
-    *field_of(o) = read_option(o, o->def[hk_profile], &env);
+    *field_of(o) = any ? read_option(o, o->def[hk_profile], &env) : o->def[hk_profile];
     if (env) from_env_mask |= 1u << i;
   }
   /* Where the kernel gives no huge pages (THP "never", or disabled for the
