@@ -42,11 +42,11 @@ static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size
                                                      size_t bytes) {
   unsigned crossings = hk_prof_count(bytes);
   if (hk_likely(!crossings)) return p;
-  if (!cls) return hk_prof_sample(p, hk_huge_usable_size(p), crossings), p;
+  if (!cls) return hk_prof_sample(p, hk_huge_usable_size(p), 0, crossings), p;
   size_t usable = hk_classes[cls].size - HK_CANARY;
   void *q = huge_alloc(usable, alignment, zero);
   if (!q) return p;
-  if (!hk_prof_sample(q, usable, crossings)) {
+  if (!hk_prof_sample(q, usable, usable, crossings)) {
     hk_note_out(-(ptrdiff_t)hk_huge_free(q));
     return p;
   }
@@ -148,8 +148,8 @@ size_t hk_usable_size(const void *p) {
   unsigned cls = (unsigned)hk_class_map_lookup(p);
   if (cls - 1u < HK_NCLASS) return hk_classes[cls].size - HK_CANARY;
   if (cls != HK_MAP_HUGE) return 0;
-  size_t sampled_size = hk_prof_on ? hk_prof_usable(p) : 0;
-  return sampled_size ? sampled_size : hk_huge_usable_size(p);
+  size_t stand_in = hk_prof_on ? hk_prof_stand_in(p) : 0;
+  return stand_in ? stand_in : hk_huge_usable_size(p);
 }
 
 static void *realloc_move(void *p, size_t old_size, size_t size) {
@@ -184,8 +184,8 @@ void *hk_realloc(void *p, size_t size) {
     return realloc_small(p, hk_classes[cls].size - HK_CANARY, size);
   }
   if (cls != HK_MAP_HUGE) hk_misuse("realloc", p, cls);
-  size_t sampled_size = hk_prof_on ? hk_prof_usable(p) : 0;  /* kept as the block it stands for */
-  if (sampled_size) return realloc_small(p, sampled_size, size);
+  size_t stand_in = hk_prof_on ? hk_prof_stand_in(p) : 0;  /* kept as the block it stands for */
+  if (stand_in) return realloc_small(p, stand_in, size);
   size_t old_size;
   ptrdiff_t grown;
   void *q = NULL;
@@ -193,6 +193,7 @@ void *hk_realloc(void *p, size_t size) {
   else old_size = hk_huge_usable_size(p);
   if (old_size == 0) hk_misuse("realloc", p, cls);
   if (!q) return realloc_move(p, old_size, size);
+  if (hk_unlikely(hk_prof_on) && q != p) hk_prof_moved(p, q);
   hk_note_out(grown);
   return q;
 }

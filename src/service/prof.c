@@ -55,7 +55,8 @@ typedef struct stack {
 typedef struct record {
   uintptr_t p;                /* 0: a free slot */
   uint32_t stack, crossings;
-  size_t usable;
+  size_t size;                /* usable bytes, for the weights */
+  uint32_t stand_in;          /* a huge block standing for a class's block: its usable size; else 0 */
 } record_t;
 
 bool hk_prof_on;
@@ -162,7 +163,7 @@ static void record_remove(record_t *r) {
 }
 
 static void weigh(stack_t *s, const record_t *r, double sign) {
-  double bytes = r->crossings * period, objs = bytes / (double)hk_max(r->usable, 1);
+  double bytes = r->crossings * period, objs = bytes / (double)hk_max(r->size, 1);
   s->live_objs += sign * objs, s->live_bytes += sign * bytes;
   live_bytes += sign * bytes;
   if (sign > 0) s->all_objs += objs, s->all_bytes += bytes;
@@ -170,7 +171,7 @@ static void weigh(stack_t *s, const record_t *r, double sign) {
 
 static void dump_numbered(void);
 
-bool hk_prof_sample(void *p, size_t usable, unsigned crossings) {
+bool hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) {
   void *pc[DEPTH + SKIP];
   in_prof = true;
   int n = backtrace(pc, DEPTH + SKIP);
@@ -180,7 +181,7 @@ bool hk_prof_sample(void *p, size_t usable, unsigned crossings) {
   stack_t *s = stack_of(pc + SKIP, (unsigned)n);
   record_t *r = s ? record_at((uintptr_t)p) : NULL;
   if (r) {
-    *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, usable};
+    *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, size, (uint32_t)stand_in};
     weigh(s, r, 1);
   }
   bool due = r && next_dump && live_bytes >= next_dump;
@@ -189,12 +190,25 @@ bool hk_prof_sample(void *p, size_t usable, unsigned crossings) {
   return r != NULL;
 }
 
-size_t hk_prof_usable(const void *p) {
+size_t hk_prof_stand_in(const void *p) {
   hk_lock(&lock);
   record_t *r = record_at((uintptr_t)p);
-  size_t usable = r && r->p ? r->usable : 0;
+  size_t usable = r && r->p ? r->stand_in : 0;
   hk_unlock(&lock);
   return usable;
+}
+
+void hk_prof_moved(const void *from, void *to) {
+  hk_lock(&lock);
+  record_t *r = record_at((uintptr_t)from);
+  if (r && r->p) {
+    record_t moved = *r;
+    record_remove(r);
+    moved.p = (uintptr_t)to;
+    if ((r = record_at(moved.p))) *r = moved;
+    else weigh(&stacks[moved.stack], &moved, -1);
+  }
+  hk_unlock(&lock);
 }
 
 void hk_prof_forget(const void *p) {

@@ -36,11 +36,13 @@ HK_HIDDEN void hk_stats_at_exit(void);
 extern bool hk_prof_on HK_HIDDEN;             /* set at start-up, never changed */
 HK_HIDDEN void hk_prof_init(void);
 HK_HIDDEN unsigned hk_prof_count(size_t bytes);  /* bytes handed out: the samples they cross */
-/* Records p, a block of `usable` bytes taken for a sample of that weight;
- * false if the tables are full. */
-HK_HIDDEN bool hk_prof_sample(void *p, size_t usable, unsigned crossings);
-HK_HIDDEN size_t hk_prof_usable(const void *p);  /* a sampled block's usable size; 0 if p is not one */
-HK_HIDDEN void hk_prof_forget(const void *p);     /* p is freed */
+/* Records p, a block of `size` usable bytes taken for a sample of that
+ * weight; stand_in: the usable size of the class's block a huge block
+ * stands for, else 0.  False if the tables are full. */
+HK_HIDDEN bool hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings);
+HK_HIDDEN size_t hk_prof_stand_in(const void *p);     /* p's stand_in; 0 if p is not sampled */
+HK_HIDDEN void hk_prof_moved(const void *from, void *to);  /* a huge block moved by realloc */
+HK_HIDDEN void hk_prof_forget(const void *p);         /* p is freed */
 HK_HIDDEN void hk_prof_at_exit(void);
 HK_HIDDEN void hk_prof_fork_lock(void);
 HK_HIDDEN void hk_prof_fork_unlock(bool child);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+/* test-builds: standard hardened */
 /* test-needs: google-pprof */
 /* hakmem only.  The sampled heap profile: three call sites that allocate
  * 60, 30 and 10 % of 200 MiB in blocks of 24 B to 600 KiB, interleaved, each
  * within 5 points of its share in `google-pprof --text` of hak_prof_dump's
  * profile; the one site of twelve whose blocks are not freed, first in the
- * leak report at exit (HAKMEM_PROF_LEAKS=1); and with every allocation
+ * leak report at exit (HAKMEM_PROF_LEAKS=1); a profile at exit
+ * (HAKMEM_PROF) and one at each 50 MiB of growth; and with every allocation
  * sampled, blocks as without sampling (usable sizes, alignment, realloc
  * keeping the contents) and a double free still caught. */
 #include "testutil.h"
@@ -106,6 +108,7 @@ static void blocks_seen(void) {
     char *q = realloc(p, n + n / 2 + 1);
     CHECK(q != NULL);
     CHECK(find_not_byte(q, 0x5a, n) == SIZE_MAX);
+    printf(" %zu", malloc_usable_size(q));
     free(q);
     for (size_t a = 0; a < sizeof aligns / sizeof *aligns; a++) {
       void *r = NULL;
@@ -153,9 +156,23 @@ int main(int argc, char **argv) {
     return 0;
   }
   child_result_t res;
-  const char *accuracy_env[] = {"HAKMEM_PROF_SAMPLE=65536", NULL};
+  char prof[64], prof_env[80], name[96];
+  snprintf(prof, sizeof prof, "/tmp/hakmem-prof-%d", (int)getpid());
+  snprintf(prof_env, sizeof prof_env, "HAKMEM_PROF=%s", prof);
+  const char *accuracy_env[] = {"HAKMEM_PROF_SAMPLE=65536", prof_env, "HAKMEM_PROF_INTERVAL_MB=50", NULL};
   run("accuracy", accuracy_env, &res);
   CHECK(exited_0(&res));
+  /* 200 MiB kept: a profile at each 50 MiB of growth, about 4, and one at exit */
+  for (int i = 0; i <= 3; i++) {
+    snprintf(name, sizeof name, i ? "%s.%d.heap" : "%s", prof, i);
+    FILE *f = fopen(name, "r");
+    CHECK_MSG(f != NULL, "no profile %s", name);
+    char head[32] = "";
+    CHECK(fgets(head, sizeof head, f) && !strncmp(head, "heap profile: ", 14));
+    fclose(f);
+  }
+  snprintf(name, sizeof name, "rm -f %s %s.*.heap", prof, prof);
+  CHECK(system(name) == 0);
 
   const char *leaks_env[] = {"HAKMEM_PROF_LEAKS=1", "HAKMEM_PROF_SAMPLE=16384", NULL};
   run("leaks", leaks_env, &res);
