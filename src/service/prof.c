@@ -311,15 +311,26 @@ HK_EXPORT int hak_prof_dump(const char *path) {
   return close(o.fd);
 }
 
+static pid_t prof_pid;  /* the process that read HAKMEM_PROF */
+
+/* HAKMEM_PROF's file, FILE.N.heap for the Nth numbered one (n > 0); a
+ * forked child's have its pid after FILE, so that its exit does not write
+ * over its parent's profile. */
+static void dump_to(unsigned n) {
+  char path[4096], pid[24] = "";
+  if (getpid() != prof_pid) snprintf(pid, sizeof pid, ".%d", (int)getpid());
+  if (n) snprintf(path, sizeof path, "%s%s.%u.heap", (const char *)hk_opt.prof, pid, n);
+  else snprintf(path, sizeof path, "%s%s", (const char *)hk_opt.prof, pid);
+  hak_prof_dump(path);
+}
+
 /* HAKMEM_PROF_INTERVAL_MB: the live heap grew by the interval since the last one. */
 static void dump_numbered(void) {
-  char path[4096];
   hk_lock(&lock);
   unsigned n = ++dumps;
   next_dump = live_bytes + (double)hk_opt.prof_interval_mb * 1048576;
   hk_unlock(&lock);
-  snprintf(path, sizeof path, "%s.%u.heap", (const char *)hk_opt.prof, n);
-  hak_prof_dump(path);
+  dump_to(n);
 }
 
 /* ---- set-up, exit, fork --------------------------------------------------------- */
@@ -333,6 +344,7 @@ void hk_prof_init(void) {
     return;
   }
   period = (double)hk_opt.prof_sample;
+  prof_pid = getpid();
   if (hk_opt.prof && hk_opt.prof_interval_mb) next_dump = (double)hk_opt.prof_interval_mb * 1048576;
   hk_prof_on = true;
 }
@@ -371,7 +383,7 @@ static void report_leaks(void) {
 
 void hk_prof_at_exit(void) {
   if (!hk_prof_on) return;
-  if (hk_opt.prof) hak_prof_dump((const char *)hk_opt.prof);
+  if (hk_opt.prof) dump_to(0);
   if (hk_opt.prof_leaks) {
     hk_lock(&lock);
     report_leaks();

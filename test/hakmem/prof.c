@@ -6,7 +6,8 @@
  * within 5 points of its share in `google-pprof --text` of hak_prof_dump's
  * profile; the one site of twelve whose blocks are not freed, first in the
  * leak report at exit (HAKMEM_PROF_LEAKS=1); a profile at exit
- * (HAKMEM_PROF) and one at each 50 MiB of growth; and with every allocation
+ * (HAKMEM_PROF), one at each 50 MiB of growth, and a forked child's
+ * beside its parent's; and with every allocation
  * sampled, blocks as without sampling (usable sizes, alignment, realloc
  * keeping the contents) and a double free still caught. */
 #include "testutil.h"
@@ -129,6 +130,19 @@ static void double_free(void) {
   free(opaque_ptr(p));
 }
 
+/* A forked child's profile at its exit goes beside its parent's, named by its pid. */
+static void forked(void) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) exit(site_ten(1000) ? 0 : 1);
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char name[128];
+  snprintf(name, sizeof name, "%s.%d", getenv("HAKMEM_PROF"), (int)pid);
+  CHECK_MSG(access(name, R_OK) == 0, "no profile %s from the child", name);
+  unlink(name);
+}
+
 static void run(const char *name, const char *const *env, child_result_t *res) {
   run_self(name, env, 60, res);
   printf("%s: %s\n%s", name, describe_status(res->status), res->err);
@@ -153,6 +167,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "leaks")) leaks();
     if (!strcmp(argv[1], "blocks_seen")) blocks_seen();
     if (!strcmp(argv[1], "double_free")) double_free();
+    if (!strcmp(argv[1], "forked")) forked();
     return 0;
   }
   child_result_t res;
@@ -173,6 +188,10 @@ int main(int argc, char **argv) {
   }
   snprintf(name, sizeof name, "rm -f %s %s.*.heap", prof, prof);
   CHECK(system(name) == 0);
+  const char *forked_env[] = {prof_env, NULL};
+  run("forked", forked_env, &res);
+  CHECK(exited_0(&res));
+  unlink(prof);
 
   const char *leaks_env[] = {"HAKMEM_PROF_LEAKS=1", "HAKMEM_PROF_SAMPLE=16384", NULL};
   run("leaks", leaks_env, &res);
