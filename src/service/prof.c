@@ -31,6 +31,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <link.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,7 +41,7 @@
 #include "service/service.h"
 
 #define DEPTH 32              /* frames kept of a stack */
-#define SKIP 2                /* backtrace's own frame in hk_prof_sample, and its caller's (the router's) */
+#define SKIP 2                /* hk_prof_sample's frame and sampled()'s, which the router tail-calls */
 #define STACKS (1u << 14)     /* distinct stacks */
 #define RECORDS (1u << 18)    /* live sampled blocks: 128 GiB of heap at the default period */
 #define LEAKS_SHOWN 10        /* stacks in the leak report */
@@ -171,14 +172,36 @@ static void weigh(stack_t *s, const record_t *r, double sign) {
 
 static void dump_numbered(void);
 
+/* hakmem's code, where it is a library of its own: frames there are
+ * trimmed from a stack's top (calloc, realloc, the aligned calls and the
+ * C++ operators reach the router through frames of their own).  Linked
+ * into the program, it cannot be told from the program's code, and the
+ * SKIP frames alone go. */
+static uintptr_t own_lo, own_hi;
+
+static int find_own(struct dl_phdr_info *info, size_t size, void *first) {
+  uintptr_t self = (uintptr_t)hk_prof_init, lo = UINTPTR_MAX, hi = 0;
+  for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+    lo = hk_min(lo, info->dlpi_addr + ph->p_vaddr);
+    hi = hk_max(hi, info->dlpi_addr + ph->p_vaddr + ph->p_memsz);
+  }
+  bool is_first = *(bool *)first;
+  *(bool *)first = false;
+  if (self < lo || self >= hi) return 0;
+  if (!is_first) own_lo = lo, own_hi = hi;  /* the first object is the program */
+  return 1;
+}
+
 bool hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) {
   void *pc[DEPTH + SKIP];
   in_prof = true;
-  int n = backtrace(pc, DEPTH + SKIP);
+  int n = backtrace(pc, DEPTH + SKIP), top = n > SKIP ? SKIP : n;
   in_prof = false;
-  n = n > SKIP ? n - SKIP : 0;
+  while (top < n && (uintptr_t)pc[top] >= own_lo && (uintptr_t)pc[top] < own_hi) top++;
   hk_lock(&lock);
-  stack_t *s = stack_of(pc + SKIP, (unsigned)n);
+  stack_t *s = stack_of(pc + top, (unsigned)(n - top));
   record_t *r = s ? record_at((uintptr_t)p) : NULL;
   if (r) {
     *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, size, (uint32_t)stand_in};
@@ -345,6 +368,8 @@ void hk_prof_init(void) {
   }
   period = (double)hk_opt.prof_sample;
   prof_pid = getpid();
+  bool first = true;
+  dl_iterate_phdr(find_own, &first);
   if (hk_opt.prof && hk_opt.prof_interval_mb) next_dump = (double)hk_opt.prof_interval_mb * 1048576;
   hk_prof_on = true;
 }
