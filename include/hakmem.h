@@ -47,6 +47,12 @@ void *hak_valloc(size_t size) HAK_MALLOC_ATTR HAK_ALLOC_SIZE(1);
 void *hak_pvalloc(size_t size) HAK_MALLOC_ATTR;
 size_t hak_malloc_usable_size(const void *p);
 
+/* Writes the sampled heap profile to `path` in the legacy heap-profile text
+ * that pprof reads (google-pprof --text PROGRAM FILE).  0, or -1 with errno:
+ * ENOENT if sampling is off (HAKMEM_PROF, HAKMEM_PROF_LEAKS or
+ * HAKMEM_PROF_SAMPLE turn it on), else open's. */
+int hak_prof_dump(const char *path);
+
 /* Hands the calling thread's cached free blocks back to the shared pool. The
  * thread can go on allocating; threads do this by themselves when they exit. */
 void hak_thread_flush(void);

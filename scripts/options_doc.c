@@ -9,10 +9,12 @@
 /* What the option accepts: the names, or the range a value must be in. */
 static void print_values(const hk_option_t *o) {
   if (o->type == HK_OPT_BOOL) {
-    printf(" 1/0, on/off, yes/no, true/false |");
+    printf(" boolean |");  /* its forms are listed above the table */
   } else if (o->type == HK_OPT_ENUM) {
     for (size_t i = 0; o->names[i]; i++) printf("%s%s", i ? ", " : " ", o->names[i]);
     printf(" |");
+  } else if (o->type == HK_OPT_PATH) {
+    printf(" a file's path |");
   } else {
     char max[32];
     hk_option_format(o, o->max, max, sizeof max);

@@ -28,6 +28,7 @@ else
   command -v pkg-config >/dev/null 2>&1 || need pkg-config
   command -v man >/dev/null 2>&1 || need man-db
   command -v readelf >/dev/null 2>&1 || need binutils
+  command -v google-pprof >/dev/null 2>&1 || need google-perftools  # reads the heap profiles (prof.*)
 
   # Debian's python3 and its own regression tests (test/apps/cpython.py).
   if [ -x /usr/bin/python3 ]; then

@@ -26,6 +26,34 @@ static inline __attribute__((always_inline)) unsigned class_of(size_t size, size
   return cls <= HK_NCLASS ? cls : 0;
 }
 
+/* The bytes a refill of class cls (0: a huge block of `size`) just handed
+ * out: the block returned and those left on the list, which was empty. */
+static size_t refilled(unsigned cls, size_t size) {
+  if (!cls) return size;
+  return (size_t)(1 + hk_tc.cap[cls] - hk_tc.room[cls]) * hk_classes[cls].size;
+}
+
+/* With the heap profile on: p, or the block taken for a sample in its
+ * place when the `bytes` just handed out cross the thread's countdown
+ * (service/prof.c).  A sampled block of a class is a huge block, whose
+ * class map entry sends its free to hk_free_slow, where its record goes; p
+ * goes back to the thread's list. */
+static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size_t size, size_t alignment, bool zero,
+                                                     size_t bytes) {
+  unsigned crossings = hk_prof_count(bytes);
+  if (hk_likely(!crossings)) return p;
+  if (!cls) return hk_prof_sample(p, hk_huge_usable_size(p), 0, crossings), p;
+  size_t usable = hk_classes[cls].size - HK_CANARY;
+  void *q = huge_alloc(usable, alignment, zero);
+  if (!q) return p;
+  if (!hk_prof_sample(q, usable, usable, crossings)) {
+    hk_note_out(-(ptrdiff_t)hk_huge_free(q));
+    return p;
+  }
+  hk_free_fast(p);
+  return q;
+}
+
 /* A block of `size` bytes aligned to `alignment`, reading as zero if `zero`
  * and huge (calloc clears the others): from the thread's cache, else from
  * further down; out of address space or memory, what
@@ -33,16 +61,18 @@ static inline __attribute__((always_inline)) unsigned class_of(size_t size, size
  * even where nothing goes back to the OS), and one more try; then NULL with
  * ENOMEM.  A tick runs after, if one is due: only with the thread's list in
  * place, since starting the purger thread allocates (the new thread's TLS),
- * maybe from this class. */
-static inline __attribute__((always_inline)) void *route(size_t size, size_t alignment, bool zero) {
-  hk_process_init();
+ * maybe from this class.  With `prof`, what a refill hands out counts
+ * towards the heap profile's next sample. */
+static inline __attribute__((always_inline)) void *route_with(size_t size, size_t alignment, bool zero, bool prof) {
   unsigned cls = class_of(size, alignment);
   if (!cls && !hk_huge_possible(size, alignment)) {
     errno = ENOMEM;
     return NULL;
   }
   void *p;
-  if (cls && (p = hk_tcache_pop(cls))) return p;  /* sizes above the fast path's, or prewarmed */
+  /* sizes above the fast path's, or prewarmed: counted by the heap profile
+   * with the refill that put the block on the list */
+  if (cls && (p = hk_tcache_pop(cls))) return p;
   p = cls ? hk_tcache_refill(cls) : huge_alloc(size, alignment, zero);
   if (hk_unlikely(!p)) {
     int error = errno;
@@ -51,7 +81,23 @@ static inline __attribute__((always_inline)) void *route(size_t size, size_t ali
     errno = p ? error : ENOMEM;
   }
   hk_purge_poll();
+  if (prof && p) return sampled(p, cls, size, alignment, zero, refilled(cls, size));
   return p;
+}
+
+/* The process's first call, or any with the heap profile on. */
+static __attribute__((noinline, cold)) void *route_unusual(size_t size, size_t alignment, bool zero) {
+  hk_process_init();
+  return hk_prof_on ? route_with(size, alignment, zero, true) : route_with(size, alignment, zero, false);
+}
+
+/* The one flag that sends the first call and the profiled ones aside is
+ * the one the set-up alone would need: profiling off, the router is the
+ * same instructions as without a profiler (scripts/ab --callgrind). */
+static inline __attribute__((always_inline)) void *route(size_t size, size_t alignment, bool zero) {
+  if (hk_unlikely(!atomic_load_explicit(&hk_route_plain, memory_order_acquire)))
+    return route_unusual(size, alignment, zero);
+  return route_with(size, alignment, zero, false);
 }
 
 void *hk_malloc_slow(size_t size) { return route(size, 16, false); }
@@ -63,7 +109,11 @@ void hk_free_overflow(void *p) {
 void hk_free_slow(void *p) {
   if (p == NULL) return;
   uintptr_t cls = hk_class_map_lookup(p);
-  size_t bytes = cls == HK_MAP_HUGE ? hk_huge_free(p) : 0;
+  size_t bytes = 0;
+  if (cls == HK_MAP_HUGE) {
+    if (hk_unlikely(hk_prof_on)) hk_prof_forget(p);
+    bytes = hk_huge_free(p);
+  }
   if (!bytes) hk_misuse("free", p, cls);
   hk_note_out(-(ptrdiff_t)bytes);
   hk_purge_poll();
@@ -97,8 +147,9 @@ size_t hk_usable_size(const void *p) {
   if (!p) return 0;
   unsigned cls = (unsigned)hk_class_map_lookup(p);
   if (cls - 1u < HK_NCLASS) return hk_classes[cls].size - HK_CANARY;
-  if (cls == HK_MAP_HUGE) return hk_huge_usable_size(p);
-  return 0;
+  if (cls != HK_MAP_HUGE) return 0;
+  size_t stand_in = hk_prof_on ? hk_prof_stand_in(p) : 0;
+  return stand_in ? stand_in : hk_huge_usable_size(p);
 }
 
 static void *realloc_move(void *p, size_t old_size, size_t size) {
@@ -107,6 +158,11 @@ static void *realloc_move(void *p, size_t old_size, size_t size) {
   memcpy(q, p, hk_min(old_size, size));
   hk_free_fast(p);
   return q;
+}
+
+static void *realloc_small(void *p, size_t old_size, size_t size) {
+  if (size <= old_size && (size >= old_size / 2 || old_size <= 256)) return p;
+  return realloc_move(p, old_size, size);
 }
 
 /* A block keeps its place while the new size fits its class and does not
@@ -125,11 +181,11 @@ void *hk_realloc(void *p, size_t size) {
     if (!hk_on_boundary(p, cls) || hk_is_free(p) || hk_is_home(p) || hk_is_spare(p) ||
         (HAK_HARDENED && *hk_canary_at(p, cls) != hk_canary(p)))
       hk_misuse("realloc", p, cls);
-    size_t old_size = hk_classes[cls].size - HK_CANARY;
-    if (size <= old_size && (size >= old_size / 2 || old_size <= 256)) return p;
-    return realloc_move(p, old_size, size);
+    return realloc_small(p, hk_classes[cls].size - HK_CANARY, size);
   }
   if (cls != HK_MAP_HUGE) hk_misuse("realloc", p, cls);
+  size_t stand_in = hk_prof_on ? hk_prof_stand_in(p) : 0;  /* kept as the block it stands for */
+  if (stand_in) return realloc_small(p, stand_in, size);
   size_t old_size;
   ptrdiff_t grown;
   void *q = NULL;
@@ -137,6 +193,7 @@ void *hk_realloc(void *p, size_t size) {
   else old_size = hk_huge_usable_size(p);
   if (old_size == 0) hk_misuse("realloc", p, cls);
   if (!q) return realloc_move(p, old_size, size);
+  if (hk_unlikely(hk_prof_on) && q != p) hk_prof_moved(p, q);
   hk_note_out(grown);
   return q;
 }

@@ -235,9 +235,13 @@ typedef struct hk_options {   /* every field a size_t, written through the table
   size_t front_metrics;       /* print the per-class front metrics (CSV) at exit */
   size_t front_dump;          /* ... and each thread's when it exits */
   size_t verbose;             /* print the options in force at start-up */
+  size_t prof;                /* HK_OPT_PATH: the heap profile written at exit (service/prof.c) */
+  size_t prof_sample;         /* mean bytes between two samples */
+  size_t prof_interval_mb;    /* a numbered profile each time the live heap grows by this */
+  size_t prof_leaks;          /* the leak report at exit */
 } hk_options_t;
 
-enum { HK_OPT_BOOL, HK_OPT_UINT, HK_OPT_SIZE, HK_OPT_ENUM };
+enum { HK_OPT_BOOL, HK_OPT_UINT, HK_OPT_SIZE, HK_OPT_ENUM, HK_OPT_PATH };  /* a path: its string's address, 0 unset */
 #define HK_OPT_UNSET SIZE_MAX
 #define HK_OPT_PROFILE_FIELD SIZE_MAX  /* the profile row has no field of its own */
 typedef struct hk_option {
@@ -256,6 +260,7 @@ extern const hk_option_t hk_option_table[] HK_HIDDEN;
 extern const unsigned hk_option_count HK_HIDDEN;
 HK_HIDDEN void hk_options_init(bool huge_pages);  /* huge_pages: the kernel gives transparent huge pages */
 HK_HIDDEN void hk_options_print(void);
+HK_HIDDEN bool hk_option_from_env(const size_t *field);  /* its variable was set */
 HK_HIDDEN void hk_option_format(const hk_option_t *o, size_t value, char *buf, size_t len);
 HK_HIDDEN unsigned hk_prewarm_count(unsigned cls);
 

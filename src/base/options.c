@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include "base/base.h"
 
 hk_options_t hk_opt;
@@ -22,7 +23,7 @@ static const char *const decommit_names[] = {"OFF", "FREE", "DONTNEED", NULL};
 #define SAME(v) {v, v, v}
 #define PREWARM(k, sizes)                                                                      \
   {"HAKMEM_TINY_PREWARM_C" #k, FIELD(prewarm[k]), HK_OPT_UINT, SAME(HK_OPT_UNSET), 512, NULL, \
-   "blocks put in a new thread's cache for each class of " sizes " (the seeds' C" #k "); unset: as _ALL"}
+   "as _ALL, for the classes of " sizes " (the seeds' C" #k ")"}
 
 const hk_option_t hk_option_table[] = {
     {"HAKMEM_PROFILE", HK_OPT_PROFILE_FIELD, HK_OPT_ENUM, {HK_PROFILE_SPEED, HK_PROFILE_BALANCED, HK_PROFILE_LEAN}, 0,
@@ -53,8 +54,7 @@ const hk_option_t hk_option_table[] = {
     PREWARM(0, "1-16 B"), PREWARM(1, "17-32 B"), PREWARM(2, "33-64 B"), PREWARM(3, "65-128 B"),
     PREWARM(4, "129-256 B"), PREWARM(5, "257-512 B"), PREWARM(6, "513-1024 B"), PREWARM(7, "1025-2048 B"),
     {"HAKMEM_SS_OS_STATS", FIELD(os_stats), HK_OPT_BOOL, SAME(0), 1, NULL,
-     "at exit, print `[SS_OS_STATS] mmap=... munmap=... madvise=... mremap=... mapped_bytes=... "
-     "peak_mapped_bytes=...` on stderr"},
+     "at exit, print the OS calls and mapped bytes (`[SS_OS_STATS] mmap=... munmap=...`) on stderr"},
     {"HAKMEM_STATS", FIELD(stats), HK_OPT_BOOL, SAME(0), 1, NULL,
      "at exit, print the statistics (hak_stats_print) on stderr"},
     {"HAKMEM_TINY_FRONT_METRICS", FIELD(front_metrics), HK_OPT_BOOL, SAME(0), 1, NULL,
@@ -63,6 +63,14 @@ const hk_option_t hk_option_table[] = {
      "the same CSV for each thread, when it exits, and at exit"},
     {"HAKMEM_VERBOSE", FIELD(verbose), HK_OPT_BOOL, SAME(0), 1, NULL,
      "print the version, the build, the profile and every option in force at start-up"},
+    {"HAKMEM_PROF", FIELD(prof), HK_OPT_PATH, SAME(0), 0, NULL,
+     "sample the heap; write its profile (for pprof) to this file at exit"},
+    {"HAKMEM_PROF_SAMPLE", FIELD(prof_sample), HK_OPT_SIZE, SAME(512 << 10), (size_t)1 << 40, NULL,
+     "mean bytes allocated between two samples (set alone: sampling for hak_prof_dump)"},
+    {"HAKMEM_PROF_INTERVAL_MB", FIELD(prof_interval_mb), HK_OPT_UINT, SAME(0), 1 << 20, NULL,
+     "also write HAKMEM_PROF.N.heap each time the live heap grows by this many MiB"},
+    {"HAKMEM_PROF_LEAKS", FIELD(prof_leaks), HK_OPT_BOOL, SAME(0), 1, NULL,
+     "sample the heap; at exit, list the stacks of the blocks not freed on stderr"},
 };
 const unsigned hk_option_count = sizeof hk_option_table / sizeof hk_option_table[0];
 
@@ -85,6 +93,7 @@ static bool parse(const hk_option_t *o, const char *s, size_t *out) {
       if (!strcasecmp(s, o->names[i])) return *out = i, true;
     return false;
   }
+  if (o->type == HK_OPT_PATH) return *out = (size_t)(uintptr_t)s, *s != 0;  /* the environment's string stays */
   size_t v = 0;
   const char *p = s;
   for (; *p >= '0' && *p <= '9'; p++) {
@@ -109,6 +118,8 @@ static bool parse(const hk_option_t *o, const char *s, size_t *out) {
 void hk_option_format(const hk_option_t *o, size_t v, char *buf, size_t len) {
   if (o->type == HK_OPT_ENUM) {
     snprintf(buf, len, "%s", o->names[v]);
+  } else if (o->type == HK_OPT_PATH) {
+    snprintf(buf, len, "%s", v ? (const char *)(uintptr_t)v : "unset");
   } else if (v == HK_OPT_UNSET) {
     snprintf(buf, len, "unset");
   } else if (o->type == HK_OPT_SIZE && v && v % 1024 == 0) {
@@ -131,6 +142,7 @@ static size_t read_option(const hk_option_t *o, size_t def, bool *from_env) {
     return v;
   }
   char shown[32], expected[96] = "1/0, on/off, yes/no or true/false";
+  if (o->type == HK_OPT_PATH) snprintf(expected, sizeof expected, "a file's path");
   hk_option_format(o, def, shown, sizeof shown);
   if (o->type == HK_OPT_UINT) snprintf(expected, sizeof expected, "a whole number, at most %zu", o->max);
   if (o->type == HK_OPT_SIZE) snprintf(expected, sizeof expected, "a size, with K, M or G or without, at most %zu", o->max);
@@ -146,12 +158,20 @@ static uint32_t from_env_mask;  /* bit i: row i was set in the environment */
 
 static bool no_huge_pages;  /* the THP options were turned off: the kernel gives none */
 
+/* Whether the environment has a HAKMEM_ variable at all: one pass over it
+ * rather than one per row where it has none (most processes). */
+static bool any_variable(void) {
+  for (char **e = environ; e && *e; e++)
+    if (!strncmp(*e, "HAKMEM_", 7)) return true;
+  return false;
+}
+
 void hk_options_init(bool huge_pages) {
-  bool env;
-  hk_profile = (unsigned)read_option(&hk_option_table[0], HK_PROFILE_SPEED, &env);
+  bool env = false, any = any_variable();
+  hk_profile = any ? (unsigned)read_option(&hk_option_table[0], HK_PROFILE_SPEED, &env) : HK_PROFILE_SPEED;
   for (unsigned i = 1; i < hk_option_count; i++) {
     const hk_option_t *o = &hk_option_table[i];
-    *field_of(o) = read_option(o, o->def[hk_profile], &env);
+    *field_of(o) = any ? read_option(o, o->def[hk_profile], &env) : o->def[hk_profile];
     if (env) from_env_mask |= 1u << i;
   }
   /* No kernel huge pages (THP "never", or off for us): units a huge page
@@ -160,6 +180,12 @@ void hk_options_init(bool huge_pages) {
     hk_opt.huge_thp = hk_opt.ss_thp = 0;
     no_huge_pages = true;
   }
+}
+
+bool hk_option_from_env(const size_t *field) {
+  for (unsigned i = 1; i < hk_option_count; i++)
+    if (field_of(&hk_option_table[i]) == field) return from_env_mask & (1u << i);
+  return false;
 }
 
 /* One line per option: its value and where it came from. */

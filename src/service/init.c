@@ -7,6 +7,7 @@
 #include "service/service.h"
 
 atomic_bool hk_ready;
+atomic_bool hk_route_plain;
 
 /* A key no program writes by chance: random, else from the clock and the
  * address space layout; never 0 (the contents of fresh memory). */
@@ -21,9 +22,10 @@ static uint64_t random_key(void) {
 }
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Lock order: an exiting thread's printing of its traffic, the purger's and
- * the tick's, the thread-cache registry, a class's central lock, an arena's,
- * the huge blocks', the class map's protection, the space's slots. */
+/* Lock order: an exiting thread's printing of its traffic, the heap
+ * profile's, the purger's and the tick's, the thread-cache registry, a
+ * class's central lock, an arena's, the class map's protection, the space's
+ * slots. */
 __thread bool hk_forking __attribute__((tls_model("initial-exec")));
 
 __thread unsigned hk_locks_held __attribute__((tls_model("initial-exec")));
@@ -57,6 +59,7 @@ static void fork_prepare(void) {
     return;
   }
   hk_stats_fork_lock();
+  hk_prof_fork_lock();
   hk_purge_fork_lock();
   hk_tcache_fork_lock();
   hk_central_fork_lock();
@@ -74,6 +77,7 @@ static void fork_after(bool child) {
     hk_central_fork_unlock(child);
     hk_tcache_fork_unlock(child, !l.unlocked);
     hk_purge_fork_unlock(child);
+    hk_prof_fork_unlock(child);
     hk_stats_fork_unlock(child);
   }
   if (child) hk_locks_held = l.held;  /* the child's locks are new, but for those its thread's frames let go */
@@ -100,6 +104,7 @@ void hk_process_init_slow(void) {
     hk_fast.free_key = random_key();  /* before any block exists */
     if (HAK_HARDENED) hk_fast.link_key = random_key();
     hk_options_init(hk_os_huge_pages_available());
+    hk_prof_init();
     hk_size_classes_init();
     hk_arenas_init(hk_os_cpus());
     hk_central_init(hk_os_cpus());
@@ -110,6 +115,7 @@ void hk_process_init_slow(void) {
     pthread_key_t key;
     if (pthread_key_create(&key, thread_exit) == 0) hk_thread_exit_key(key);
     atomic_store_explicit(&hk_ready, true, memory_order_release);
+    atomic_store_explicit(&hk_route_plain, !hk_prof_on, memory_order_release);
     first = true;
   }
   hk_unlock(&init_lock);
@@ -124,4 +130,5 @@ __attribute__((constructor)) static void hk_load(void) { hk_process_init(); }
 
 __attribute__((destructor)) static void hk_unload(void) {
   hk_stats_at_exit();
+  hk_prof_at_exit();
 }

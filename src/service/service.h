@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Services: the purge schedule (purge.c), statistics (stats.c), and the
- * process's set-up, thread exit and fork (init.c). */
+/* Services: the purge schedule (purge.c), statistics (stats.c), the heap
+ * profile (prof.c), and the process's set-up, thread exit and fork (init.c). */
 #ifndef HK_SERVICE_H
 #define HK_SERVICE_H
 
@@ -19,6 +19,7 @@ static inline void hk_purge_poll(void) {
 
 /* ---- process set-up (init.c) ------------------------------------------------ */
 extern atomic_bool hk_ready HK_HIDDEN;
+extern atomic_bool hk_route_plain HK_HIDDEN;  /* set up, and no heap profile: the router's one test */
 HK_HIDDEN void hk_process_init_slow(void);
 static inline void hk_process_init(void) {
   if (hk_unlikely(!atomic_load_explicit(&hk_ready, memory_order_acquire))) hk_process_init_slow();
@@ -30,5 +31,20 @@ HK_HIDDEN void hk_front_print(const char *who, const hk_front_t *front);
 HK_HIDDEN void hk_stats_fork_lock(void);
 HK_HIDDEN void hk_stats_fork_unlock(bool child);
 HK_HIDDEN void hk_stats_at_exit(void);
+
+/* ---- the sampled heap profile (prof.c): called from the slow paths only ------ */
+extern bool hk_prof_on HK_HIDDEN;             /* set at start-up, never changed */
+HK_HIDDEN void hk_prof_init(void);
+HK_HIDDEN unsigned hk_prof_count(size_t bytes);  /* bytes handed out: the samples they cross */
+/* Records p, a block of `size` usable bytes taken for a sample of that
+ * weight; stand_in: the usable size of the class's block a huge block
+ * stands for, else 0.  False if the tables are full. */
+HK_HIDDEN bool hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings);
+HK_HIDDEN size_t hk_prof_stand_in(const void *p);     /* p's stand_in; 0 if p is not sampled */
+HK_HIDDEN void hk_prof_moved(const void *from, void *to);  /* a huge block moved by realloc */
+HK_HIDDEN void hk_prof_forget(const void *p);         /* p is freed */
+HK_HIDDEN void hk_prof_at_exit(void);
+HK_HIDDEN void hk_prof_fork_lock(void);
+HK_HIDDEN void hk_prof_fork_unlock(bool child);
 
 #endif

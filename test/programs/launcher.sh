@@ -1,8 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # The launcher of the build tree, hakmem(1): the command runs with hakmem
-# preloaded in front of the LD_PRELOAD it had, --profile and --stats set
-# their variables, --hardened preloads the hardened build or refuses to run
+# preloaded in front of the LD_PRELOAD it had, --profile, --heap-profile
+# and --stats set their variables (a relative --heap-profile made absolute), --hardened preloads the hardened build or refuses to run
 # without it, and bad usage exits 2 without running anything.
 # shellcheck source-path=SCRIPTDIR source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
@@ -13,7 +13,7 @@ launcher=$build/hakmem
 root=$(cd "$(dirname "$0")/../.." && pwd)
 part() { sed -n "s/^#define HAKMEM_VERSION_$1 \([0-9][0-9]*\)\$/\1/p" "$root/include/hakmem.h"; }
 version=$(part MAJOR).$(part MINOR).$(part PATCH)
-unset LD_PRELOAD HAKMEM_PROFILE HAKMEM_STATS
+unset LD_PRELOAD HAKMEM_PROFILE HAKMEM_STATS HAKMEM_PROF
 
 fail() { echo "hakmem $*"; exit 1; }
 
@@ -52,6 +52,10 @@ expect 0 "$launcher" --profile lean --stats sh -c 'echo "$HAKMEM_PROFILE $HAKMEM
 [ "$(cat "$work/out")" = "lean 1" ] || fail "--profile lean --stats set \"$(cat "$work/out")\""
 expect 0 "$launcher" --profile=speed sh -c 'echo "$HAKMEM_PROFILE"'
 [ "$(cat "$work/out")" = speed ] || fail "--profile=speed set \"$(cat "$work/out")\""
+expect 0 "$launcher" --heap-profile /tmp/h.heap sh -c 'echo "$HAKMEM_PROF"'
+[ "$(cat "$work/out")" = /tmp/h.heap ] || fail "--heap-profile /tmp/h.heap set \"$(cat "$work/out")\""
+expect 0 "$launcher" --heap-profile=h.heap sh -c 'echo "$HAKMEM_PROF"'
+[ "$(cat "$work/out")" = "$PWD/h.heap" ] || fail "--heap-profile=h.heap set \"$(cat "$work/out")\""
 
 # Bad usage: a usage line on stderr, status 2, and the command does not run.
 for args in "--profile fast" "--bogus" "--stats --nope"; do
@@ -62,6 +66,7 @@ for args in "--profile fast" "--bogus" "--stats --nope"; do
   [ ! -s "$work/out" ] || fail "$args printed on stdout"
 done
 expect 2 "$launcher"
+expect 2 "$launcher" --heap-profile
 
 # --hardened, in a copy of the launcher beside a library directory of its own:
 # first without the hardened build, then with one.

@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/* The sampled heap profile (HAKMEM_PROF, hak_prof_dump): one allocation in
+ * about every HAKMEM_PROF_SAMPLE bytes is recorded with its stack, and the
+ * profile is written in the legacy heap-profile text that pprof reads.
+ *
+ * Where the bytes are counted: on malloc's slow path only (api/alloc.c), so
+ * that the fast paths are the same instructions with profiling on or off.
+ * A refill counts every block it puts in the thread's list, and the malloc
+ * that made it is the one sampled when the thread's countdown, drawn from
+ * an exponential distribution of mean HAKMEM_PROF_SAMPLE, crosses zero
+ * (each crossing in one count adds one sample's weight to it).  The bias:
+ * which call is sampled is the one that found its list empty, so among
+ * call sites that take blocks of the same class at the same time the share
+ * of samples follows the share of calls, not of bytes kept; blocks freed and
+ * taken again from a thread's own list, without a refill, are not counted.
+ * Call sites of distinct sizes, and heaps that grow, are measured without
+ * bias.
+ *
+ * A sampled block is a huge block (its class map entry sends free to the
+ * slow path, where its record goes), of the usable size of the class the
+ * request would have had; its record keeps that size for
+ * malloc_usable_size and realloc.  Each sample stands for its crossings
+ * times the sampling period in bytes; the dump converts these estimates to
+ * the counts whose unsampling by pprof (heap_v2: divide by 1 - exp(-size /
+ * period)) gives them back.
+ *
+ * Nothing here allocates through the allocator: the tables are mapped at
+ * start-up, stacks come from backtrace() (called first under the thread's
+ * guard, so that the loading of libgcc_s is served without sampling), and
+ * profiles are written with write() from a buffer on the stack. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <link.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "service/service.h"
+
+#define DEPTH 32              /* frames kept of a stack */
+#define SKIP 2                /* hk_prof_sample's frame and sampled()'s, which the router tail-calls */
+#define STACKS (1u << 14)     /* distinct stacks */
+#define RECORDS (1u << 18)    /* live sampled blocks: 128 GiB of heap at the default period */
+#define LEAKS_SHOWN 10        /* stacks in the leak report */
+
+typedef struct stack {
+  uint64_t hash;              /* 0: a free slot */
+  unsigned depth;
+  void *pc[DEPTH];
+  double live_objs, live_bytes, all_objs, all_bytes;  /* estimated: samples times their weights */
+} stack_t;
+
+typedef struct record {
+  uintptr_t p;                /* 0: a free slot */
+  uint32_t stack, crossings;
+  size_t size;                /* usable bytes, for the weights */
+  uint32_t stand_in;          /* a huge block standing for a class's block: its usable size; else 0 */
+} record_t;
+
+bool hk_prof_on;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static stack_t *stacks;
+static record_t *records;
+static double period;
+static double live_bytes;     /* estimated bytes of the live sampled blocks, all stacks */
+static double next_dump;      /* HAKMEM_PROF_INTERVAL_MB: live_bytes at the next numbered dump */
+static unsigned dumps;
+static __thread int64_t countdown __attribute__((tls_model("initial-exec")));
+static __thread uint64_t rng __attribute__((tls_model("initial-exec")));
+static __thread bool in_prof __attribute__((tls_model("initial-exec")));  /* backtrace may allocate */
+
+/* ---- arithmetic without libm -------------------------------------------------- */
+/* ln x for x in (0, 1]: its exponent, and an atanh series on its mantissa in [0.7, 1.4]. */
+static double ln(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  int e = (int)(b >> 52 & 0x7ff) - 1023;
+  b = (b & ~(0x7ffull << 52)) | 1023ull << 52;
+  double m;
+  memcpy(&m, &b, sizeof m);
+  if (m > 1.41421356) m /= 2, e++;
+  double z = (m - 1) / (m + 1), z2 = z * z, sum = 0;
+  for (int k = 11; k >= 1; k -= 2) sum = sum * z2 + 1.0 / k;
+  return e * 0.6931471805599453 + 2 * z * sum;
+}
+
+/* e^-x for x >= 0: halved down to a small argument, a Taylor series, squared back. */
+static double exp_neg(double x) {
+  if (x > 700) return 0;
+  int n = 0;
+  while (x > 0.125) x /= 2, n++;
+  double t = 1, term = 1;
+  for (int k = 1; k < 10; k++) term *= -x / k, t += term;
+  while (n--) t *= t;
+  return t;
+}
+
+/* The bytes to the thread's next sample: exponentially distributed, mean the period. */
+static int64_t interval(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  double u = (double)((rng >> 11) + 1) / 9007199254740992.0;  /* (0, 1] */
+  return (int64_t)(-ln(u) * period) + 1;
+}
+
+/* ---- sampling --------------------------------------------------------------- */
+unsigned hk_prof_count(size_t bytes) {
+  if (in_prof) return 0;
+  if (!rng) {
+    rng = ((uintptr_t)&rng * 0x9e3779b97f4a7c15ull) ^ (uint64_t)clock() ^ (uint64_t)getpid() << 32;
+    if (!rng) rng = 1;
+    countdown = interval();
+  }
+  countdown -= (int64_t)hk_min(bytes, (size_t)INT64_MAX / 2);
+  unsigned crossings = 0;
+  while (countdown <= 0) countdown += interval(), crossings++;
+  return crossings;
+}
+
+static uint64_t stack_hash(void *const *pc, unsigned n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned i = 0; i < n; i++) h = (h ^ (uintptr_t)pc[i]) * 0x100000001b3ull;
+  return h | 1;
+}
+
+/* The stack's slot, made if new; NULL if the table is full.  Under the lock. */
+static stack_t *stack_of(void *const *pc, unsigned n) {
+  uint64_t h = stack_hash(pc, n);
+  for (unsigned i = (unsigned)h, tries = 0; tries < STACKS; i++, tries++) {
+    stack_t *s = &stacks[i % STACKS];
+    if (!s->hash) {
+      s->hash = h, s->depth = n;
+      memcpy(s->pc, pc, n * sizeof *pc);
+      return s;
+    }
+    if (s->hash == h && s->depth == n && !memcmp(s->pc, pc, n * sizeof *pc)) return s;
+  }
+  return NULL;
+}
+
+static size_t slot_of(uintptr_t p) { return (size_t)((p >> 4) * 0x9e3779b97f4a7c15ull >> 40) % RECORDS; }
+
+/* The record of p, or its free slot (linear probing); NULL if the table is full. */
+static record_t *record_at(uintptr_t p) {
+  for (size_t i = slot_of(p), tries = 0; tries < RECORDS; i = (i + 1) % RECORDS, tries++)
+    if (records[i].p == p || !records[i].p) return &records[i];
+  return NULL;
+}
+
+/* Empties slot r, moving up the records behind it that probing would no longer reach. */
+static void record_remove(record_t *r) {
+  size_t hole = (size_t)(r - records);
+  records[hole].p = 0;
+  for (size_t i = (hole + 1) % RECORDS; records[i].p; i = (i + 1) % RECORDS) {
+    size_t home = slot_of(records[i].p);
+    /* i stays if its home lies cyclically in (hole, i] */
+    if ((i > hole) ? (home > hole && home <= i) : (home > hole || home <= i)) continue;
+    records[hole] = records[i];
+    records[i].p = 0;
+    hole = i;
+  }
+}
+
+static void weigh(stack_t *s, const record_t *r, double sign) {
+  double bytes = r->crossings * period, objs = bytes / (double)hk_max(r->size, 1);
+  s->live_objs += sign * objs, s->live_bytes += sign * bytes;
+  live_bytes += sign * bytes;
+  if (sign > 0) s->all_objs += objs, s->all_bytes += bytes;
+}
+
+static void dump_numbered(void);
+
+/* hakmem's code, where it is a library of its own: frames there are
+ * trimmed from a stack's top (calloc, realloc, the aligned calls and the
+ * C++ operators reach the router through frames of their own).  Linked
+ * into the program, it cannot be told from the program's code, and the
+ * SKIP frames alone go. */
+static uintptr_t own_lo, own_hi;
+
+static int find_own(struct dl_phdr_info *info, size_t size, void *first) {
+  uintptr_t self = (uintptr_t)hk_prof_init, lo = UINTPTR_MAX, hi = 0;
+  for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+    lo = hk_min(lo, info->dlpi_addr + ph->p_vaddr);
+    hi = hk_max(hi, info->dlpi_addr + ph->p_vaddr + ph->p_memsz);
+  }
+  bool is_first = *(bool *)first;
+  *(bool *)first = false;
+  if (self < lo || self >= hi) return 0;
+  if (!is_first) own_lo = lo, own_hi = hi;  /* the first object is the program */
+  return 1;
+}
+
+bool hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) {
+  void *pc[DEPTH + SKIP];
+  in_prof = true;
+  int n = backtrace(pc, DEPTH + SKIP), top = n > SKIP ? SKIP : n;
+  in_prof = false;
+  while (top < n && (uintptr_t)pc[top] >= own_lo && (uintptr_t)pc[top] < own_hi) top++;
+  hk_lock(&lock);
+  stack_t *s = stack_of(pc + top, (unsigned)(n - top));
+  record_t *r = s ? record_at((uintptr_t)p) : NULL;
+  if (r) {
+    *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, size, (uint32_t)stand_in};
+    weigh(s, r, 1);
+  }
+  bool due = r && next_dump && live_bytes >= next_dump;
+  hk_unlock(&lock);
+  if (due) dump_numbered();
+  return r != NULL;
+}
+
+size_t hk_prof_stand_in(const void *p) {
+  hk_lock(&lock);
+  record_t *r = record_at((uintptr_t)p);
+  size_t usable = r && r->p ? r->stand_in : 0;
+  hk_unlock(&lock);
+  return usable;
+}
+
+void hk_prof_moved(const void *from, void *to) {
+  hk_lock(&lock);
+  record_t *r = record_at((uintptr_t)from);
+  if (r && r->p) {
+    record_t moved = *r;
+    record_remove(r);
+    moved.p = (uintptr_t)to;
+    if ((r = record_at(moved.p))) *r = moved;
+    else weigh(&stacks[moved.stack], &moved, -1);
+  }
+  hk_unlock(&lock);
+}
+
+void hk_prof_forget(const void *p) {
+  hk_lock(&lock);
+  record_t *r = record_at((uintptr_t)p);
+  if (r && r->p) {
+    weigh(&stacks[r->stack], r, -1);
+    record_remove(r);
+  }
+  hk_unlock(&lock);
+}
+
+/* ---- the profile's text ------------------------------------------------------- */
+typedef struct out {
+  int fd;
+  size_t n;
+  char buf[4096];
+} out_t;
+
+static void out_flush(out_t *o) {
+  for (size_t done = 0; done < o->n;) {
+    ssize_t w = write(o->fd, o->buf + done, o->n - done);
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  o->n = 0;
+}
+
+static void out_printf(out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_printf(out_t *o, const char *fmt, ...) {
+  if (o->n > sizeof o->buf - 256) out_flush(o);
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(o->buf + o->n, sizeof o->buf - o->n, fmt, ap);
+  va_end(ap);
+  if (w > 0) o->n += hk_min((size_t)w, sizeof o->buf - o->n - 1);
+}
+
+/* The counts to write for estimated objs and bytes: pprof multiplies them
+ * by 1 / (1 - exp(-average size / period)), which brings them back. */
+static void counts(double objs, double bytes, uint64_t *c, uint64_t *b) {
+  if (bytes < 0.5 || objs < 1e-9) {
+    *c = *b = 0;
+    return;
+  }
+  double avg = bytes / objs, x = objs * (1 - exp_neg(avg / period));
+  *c = x < 1 ? 1 : (uint64_t)(x + 0.5);
+  *b = (uint64_t)((double)*c * avg + 0.5);
+}
+
+/* A stack's line: its live and all-time counts as pprof reads them. */
+static void stack_counts(const stack_t *s, uint64_t c[4]) {
+  counts(s->live_objs, s->live_bytes, &c[0], &c[1]);
+  counts(s->all_objs, s->all_bytes, &c[2], &c[3]);
+}
+
+/* Writes the profile; the lock is held.  The header's totals are the sums
+ * of the lines, each unsampled at its own average size. */
+static void write_profile(out_t *o) {
+  uint64_t total[4] = {0, 0, 0, 0}, c[4];
+  for (unsigned i = 0; i < STACKS; i++) {
+    if (!stacks[i].hash) continue;
+    stack_counts(&stacks[i], c);
+    for (int k = 0; k < 4; k++) total[k] += c[k];
+  }
+  out_printf(o, "heap profile: %lu: %lu [%lu: %lu] @ heap_v2/%lu\n", total[0], total[1], total[2], total[3],
+             (unsigned long)period);
+  for (unsigned i = 0; i < STACKS; i++) {
+    const stack_t *s = &stacks[i];
+    if (!s->hash) continue;
+    stack_counts(s, c);
+    out_printf(o, "%lu: %lu [%lu: %lu] @", c[0], c[1], c[2], c[3]);
+    for (unsigned f = 0; f < s->depth; f++) out_printf(o, " %p", s->pc[f]);
+    out_printf(o, "\n");
+  }
+  out_printf(o, "\nMAPPED_LIBRARIES:\n");
+  out_flush(o);
+  int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (maps < 0) return;
+  ssize_t r;
+  while ((r = read(maps, o->buf, sizeof o->buf)) > 0) {
+    o->n = (size_t)r;
+    out_flush(o);
+  }
+  close(maps);
+}
+
+HK_EXPORT int hak_prof_dump(const char *path) {
+  if (!hk_prof_on) {
+    errno = ENOENT;  /* no samples to write: profiling is off */
+    return -1;
+  }
+  out_t o;
+  o.n = 0;
+  o.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (o.fd < 0) return -1;
+  hk_lock(&lock);
+  write_profile(&o);
+  hk_unlock(&lock);
+  return close(o.fd);
+}
+
+static pid_t prof_pid;  /* the process that read HAKMEM_PROF */
+
+/* HAKMEM_PROF's file, FILE.N.heap for the Nth numbered one (n > 0); a
+ * forked child's have its pid after FILE, so that its exit does not write
+ * over its parent's profile. */
+static void dump_to(unsigned n) {
+  char path[4096], pid[24] = "";
+  if (getpid() != prof_pid) snprintf(pid, sizeof pid, ".%d", (int)getpid());
+  if (n) snprintf(path, sizeof path, "%s%s.%u.heap", (const char *)hk_opt.prof, pid, n);
+  else snprintf(path, sizeof path, "%s%s", (const char *)hk_opt.prof, pid);
+  hak_prof_dump(path);
+}
+
+/* HAKMEM_PROF_INTERVAL_MB: the live heap grew by the interval since the last one. */
+static void dump_numbered(void) {
+  hk_lock(&lock);
+  unsigned n = ++dumps;
+  next_dump = live_bytes + (double)hk_opt.prof_interval_mb * 1048576;
+  hk_unlock(&lock);
+  dump_to(n);
+}
+
+/* ---- set-up, exit, fork --------------------------------------------------------- */
+void hk_prof_init(void) {
+  bool wanted = hk_opt.prof || hk_opt.prof_leaks || hk_option_from_env(&hk_opt.prof_sample);
+  if (!wanted || !hk_opt.prof_sample) return;
+  stacks = hk_os_map_aligned(STACKS * sizeof *stacks, HK_PAGE_SIZE, 0);
+  records = hk_os_map_aligned(RECORDS * sizeof *records, HK_PAGE_SIZE, 0);
+  if (!stacks || !records) {
+    hk_message("hakmem: heap profile off: no memory for its tables\n");
+    return;
+  }
+  period = (double)hk_opt.prof_sample;
+  prof_pid = getpid();
+  bool first = true;
+  dl_iterate_phdr(find_own, &first);
+  if (hk_opt.prof && hk_opt.prof_interval_mb) next_dump = (double)hk_opt.prof_interval_mb * 1048576;
+  hk_prof_on = true;
+}
+
+/* The leak report: the stacks of the sampled blocks still live, most bytes first. */
+static void report_leaks(void) {
+  double shown = 1e300;
+  for (unsigned k = 0; k < LEAKS_SHOWN; k++) {
+    const stack_t *best = NULL;  /* the largest below the last one shown */
+    for (unsigned i = 0; i < STACKS; i++) {
+      const stack_t *s = &stacks[i];
+      if (s->hash && s->live_bytes >= 0.5 && s->live_bytes < shown && (!best || s->live_bytes > best->live_bytes))
+        best = s;
+    }
+    if (!best) break;
+    shown = best->live_bytes;
+    hk_message("hakmem: leak: about %.0f bytes in %.0f blocks not freed, allocated at:\n", best->live_bytes,
+               best->live_objs < 1 ? 1 : best->live_objs);
+    for (unsigned f = 0; f < best->depth; f++) {
+      Dl_info d;
+      void *pc = (char *)best->pc[f] - 1;  /* in the call, not after it */
+      if (dladdr(pc, &d) && d.dli_sname)
+        hk_message("hakmem:   %p %s+%#lx (%s)\n", best->pc[f], d.dli_sname,
+                   (unsigned long)((char *)pc - (char *)d.dli_saddr) + 1, d.dli_fname);
+      else if (dladdr(pc, &d) && d.dli_fname)
+        hk_message("hakmem:   %p %s+%#lx\n", best->pc[f], d.dli_fname,
+                   (unsigned long)((char *)best->pc[f] - (char *)d.dli_fbase));
+      else
+        hk_message("hakmem:   %p\n", best->pc[f]);
+    }
+  }
+  if (shown < 1e300)
+    hk_message("hakmem: leak: frames without a name: write the profile (HAKMEM_PROF=FILE) and read it with "
+               "google-pprof --text PROGRAM FILE\n");
+}
+
+void hk_prof_at_exit(void) {
+  if (!hk_prof_on) return;
+  if (hk_opt.prof) dump_to(0);
+  if (hk_opt.prof_leaks) {
+    hk_lock(&lock);
+    report_leaks();
+    hk_unlock(&lock);
+  }
+}
+
+void hk_prof_fork_lock(void) { hk_lock(&lock); }
+void hk_prof_fork_unlock(bool child) {
+  if (child) pthread_mutex_init(&lock, NULL);
+  else hk_unlock(&lock);
+}

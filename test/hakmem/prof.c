@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/* test-builds: standard hardened */
+/* test-needs: google-pprof */
+/* hakmem only.  The sampled heap profile: three call sites that allocate
+ * 60, 30 and 10 % of 200 MiB in blocks of 24 B to 600 KiB, interleaved, each
+ * within 5 points of its share in `google-pprof --text` of hak_prof_dump's
+ * profile; the one site of twelve whose blocks are not freed, first in the
+ * leak report at exit (HAKMEM_PROF_LEAKS=1); a profile at exit
+ * (HAKMEM_PROF), one at each 50 MiB of growth, and a forked child's
+ * beside its parent's; and with every allocation
+ * sampled, blocks as without sampling (usable sizes, alignment, realloc
+ * keeping the contents) and a double free still caught. */
+#include "testutil.h"
+
+#include <malloc.h>
+
+static const size_t sizes[] = {24, 100, 700, 3000, 20000, 90000, 600000};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+#define TOTAL ((size_t)200 << 20)
+
+static void *blocks[1 << 20];
+static size_t nblocks;
+
+/* Distinct functions, so that pprof names each; the pointer is stored, so
+ * the call to malloc is not a tail call that would leave the site's frame. */
+#define SITE(name)                                                          \
+  static __attribute__((noinline)) size_t name(size_t n) {                  \
+    blocks[nblocks] = malloc(n);                                            \
+    CHECK(blocks[nblocks] != NULL);                                         \
+    return malloc_usable_size(blocks[nblocks++]) ? n : 0;                   \
+  }
+SITE(site_sixty)
+SITE(site_thirty)
+SITE(site_ten)
+
+/* One round gives 6, 3 and 1 blocks of each size to the sites. */
+static void accuracy(void) {
+  char dump[] = "/tmp/hakmem-prof-XXXXXX";
+  int fd = mkstemp(dump);
+  CHECK(fd >= 0);
+  close(fd);
+  for (size_t done = 0; done < TOTAL;) {
+    for (size_t s = 0; s < NSIZES; s++) {
+      for (int i = 0; i < 6; i++) done += site_sixty(sizes[s]);
+      for (int i = 0; i < 3; i++) done += site_thirty(sizes[s]);
+      done += site_ten(sizes[s]);
+    }
+  }
+  CHECK(hak_prof_dump(dump) == 0);
+  char exe[4096], cmd[8400], line[512];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  CHECK(n > 0);
+  exe[n] = 0;
+  snprintf(cmd, sizeof cmd, "google-pprof --text '%s' '%s' 2>/dev/null", exe, dump);
+  FILE *f = popen(cmd, "r");
+  CHECK(f != NULL);
+  double share[3] = {-1, -1, -1};
+  const char *names[3] = {"site_sixty", "site_thirty", "site_ten"};
+  while (fgets(line, sizeof line, f)) {
+    double flat, pct;
+    char name[256];
+    printf("  %s", line);
+    if (sscanf(line, " %lf %lf%% %*f%% %*f %*f%% %255s", &flat, &pct, name) != 3) continue;
+    for (int i = 0; i < 3; i++)
+      if (!strcmp(name, names[i])) share[i] = pct;
+  }
+  CHECK(pclose(f) == 0);
+  unlink(dump);
+  const double want[3] = {60, 30, 10};
+  for (int i = 0; i < 3; i++)
+    CHECK_MSG(share[i] >= want[i] - 5 && share[i] <= want[i] + 5, "%s: %.1f%% of the profile, want %.0f%%",
+              names[i], share[i], want[i]);
+  for (size_t i = 0; i < nblocks; i++) free(blocks[i]);
+}
+
+/* Twelve sites take blocks; all but one free theirs.  Exported, so that
+ * the report names them (dladdr). */
+#define LEAK_SITE(k)                                                               \
+  void churn_##k(size_t n, bool keep);                                             \
+  __attribute__((noinline)) void churn_##k(size_t n, bool keep) {                  \
+    void *p = malloc(n);                                                           \
+    CHECK(p != NULL);                                                              \
+    memset(p, k, 16);                                                              \
+    if (keep) blocks[nblocks++] = p;                                               \
+    else free(opaque_ptr(p));                                                      \
+  }
+LEAK_SITE(0) LEAK_SITE(1) LEAK_SITE(2) LEAK_SITE(3) LEAK_SITE(4) LEAK_SITE(5)
+LEAK_SITE(6) LEAK_SITE(7) LEAK_SITE(8) LEAK_SITE(9) LEAK_SITE(10) LEAK_SITE(11)
+static __attribute__((noinline)) void leaky_site(size_t n) { churn_0(n, true); }
+
+static void leaks(void) {
+  void (*const sites[])(size_t, bool) = {churn_1, churn_2, churn_3, churn_4,  churn_5,
+                                         churn_6, churn_7, churn_8, churn_9, churn_10, churn_11};
+  for (int round = 0; round < 4000; round++) {
+    size_t n = sizes[round % NSIZES];
+    for (size_t s = 0; s < sizeof sites / sizeof *sites; s++) sites[s](n, false);
+    if (round % 4 == 0) leaky_site(n);
+  }
+}
+
+/* The same requests answered with and without sampling: printed, and compared by the parent. */
+static void blocks_seen(void) {
+  static const size_t aligns[] = {16, 64, 4096, 65536};
+  for (size_t n = 1; n < (2 << 20); n += n / 3 + 1) {
+    char *p = malloc(n);
+    CHECK(p != NULL);
+    memset(p, 0x5a, n);
+    printf("%zu %zu", n, malloc_usable_size(p));
+    char *q = realloc(p, n + n / 2 + 1);
+    CHECK(q != NULL);
+    CHECK(find_not_byte(q, 0x5a, n) == SIZE_MAX);
+    printf(" %zu", malloc_usable_size(q));
+    free(q);
+    for (size_t a = 0; a < sizeof aligns / sizeof *aligns; a++) {
+      void *r = NULL;
+      CHECK(posix_memalign(&r, aligns[a], n) == 0);
+      CHECK_ALIGNED(r, aligns[a]);
+      printf(" %zu", malloc_usable_size(r));
+      free(r);
+    }
+    printf("\n");
+  }
+  fflush(stdout);
+}
+
+static void double_free(void) {
+  void *p = malloc(100);
+  CHECK(p != NULL);
+  free(p);
+  free(opaque_ptr(p));
+}
+
+/* A forked child's profile at its exit goes beside its parent's, named by its pid. */
+static void forked(void) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) exit(site_ten(1000) ? 0 : 1);
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char name[128];
+  snprintf(name, sizeof name, "%s.%d", getenv("HAKMEM_PROF"), (int)pid);
+  CHECK_MSG(access(name, R_OK) == 0, "no profile %s from the child", name);
+  unlink(name);
+}
+
+static void run(const char *name, const char *const *env, child_result_t *res) {
+  run_self(name, env, 60, res);
+  printf("%s: %s\n%s", name, describe_status(res->status), res->err);
+}
+
+static bool exited_0(const child_result_t *r) { return WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0; }
+
+/* blocks_seen's output with env, through a file: run_self keeps only stderr. */
+static void blocks_output(const char *const *env, const char *out, child_result_t *res) {
+  char redirect[300];
+  snprintf(redirect, sizeof redirect, "HAKMEM_TEST_OUT=%s", out);
+  const char *e[4] = {redirect, env[0], env[1], NULL};
+  run("blocks_seen", e, res);
+  CHECK(exited_0(res));
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) {
+    const char *out = getenv("HAKMEM_TEST_OUT");
+    if (out) CHECK(freopen(out, "w", stdout) != NULL);
+    if (!strcmp(argv[1], "accuracy")) accuracy();
+    if (!strcmp(argv[1], "leaks")) leaks();
+    if (!strcmp(argv[1], "blocks_seen")) blocks_seen();
+    if (!strcmp(argv[1], "double_free")) double_free();
+    if (!strcmp(argv[1], "forked")) forked();
+    return 0;
+  }
+  child_result_t res;
+  char prof[64], prof_env[80], name[96];
+  snprintf(prof, sizeof prof, "/tmp/hakmem-prof-%d", (int)getpid());
+  snprintf(prof_env, sizeof prof_env, "HAKMEM_PROF=%s", prof);
+  const char *accuracy_env[] = {"HAKMEM_PROF_SAMPLE=65536", prof_env, "HAKMEM_PROF_INTERVAL_MB=50", NULL};
+  run("accuracy", accuracy_env, &res);
+  CHECK(exited_0(&res));
+  /* 200 MiB kept: a profile at each 50 MiB of growth, about 4, and one at exit */
+  for (int i = 0; i <= 3; i++) {
+    snprintf(name, sizeof name, i ? "%s.%d.heap" : "%s", prof, i);
+    FILE *f = fopen(name, "r");
+    CHECK_MSG(f != NULL, "no profile %s", name);
+    char head[32] = "";
+    CHECK(fgets(head, sizeof head, f) && !strncmp(head, "heap profile: ", 14));
+    fclose(f);
+  }
+  snprintf(name, sizeof name, "rm -f %s %s.*.heap", prof, prof);
+  CHECK(system(name) == 0);
+  const char *forked_env[] = {prof_env, NULL};
+  run("forked", forked_env, &res);
+  CHECK(exited_0(&res));
+  unlink(prof);
+
+  const char *leaks_env[] = {"HAKMEM_PROF_LEAKS=1", "HAKMEM_PROF_SAMPLE=16384", NULL};
+  run("leaks", leaks_env, &res);
+  CHECK(exited_0(&res));
+  char *first = strstr(res.err, "hakmem: leak:");
+  CHECK_MSG(first != NULL, "no leak reported");
+  char *frame = strchr(first, '\n');
+  CHECK(frame != NULL);
+  CHECK_MSG(!strncmp(frame + 1, "hakmem:   ", 10) && strstr(frame, "churn_0") &&
+                strstr(frame, "churn_0") < strstr(frame + 1, "\n"),
+            "the first stack reported is not the leaking site's");
+
+  char plain[] = "/tmp/hakmem-prof-plain-XXXXXX", sampled[] = "/tmp/hakmem-prof-sampled-XXXXXX";
+  close(mkstemp(plain)), close(mkstemp(sampled));
+  const char *off[] = {NULL, NULL}, *every[] = {"HAKMEM_PROF_SAMPLE=1", "HAKMEM_PROF=/dev/null"};
+  blocks_output(off, plain, &res);
+  blocks_output(every, sampled, &res);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "cmp -s %s %s", plain, sampled);
+  CHECK_MSG(system(cmd) == 0, "sizes differ with sampling: diff %s %s", plain, sampled);
+  unlink(plain), unlink(sampled);
+
+  const char *double_env[] = {"HAKMEM_PROF_SAMPLE=1", NULL};
+  run("double_free", double_env, &res);
+  CHECK_MSG(WIFSIGNALED(res.status) && WTERMSIG(res.status) == SIGABRT, "%s", describe_status(res.status));
+  CHECK(strstr(res.err, "hakmem: double free of") != NULL);
+  printf("ok\n");
+  return 0;
+}
