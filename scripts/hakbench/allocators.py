@@ -35,10 +35,16 @@ PEERS = {
 PROFILES = ("speed", "balanced", "lean")
 
 
+# NAME-prof, also built in: the allocator with its sampled heap profiler on,
+# one sample per 512 KiB on average (jemalloc's Debian build has prof).
+PROF = {"hakmem": (("HAKMEM_PROF_SAMPLE", "524288"),),
+        "jemalloc": (("MALLOC_CONF", "prof:true,lg_prof_sample:19"),)}
+
+
 def profile_of(name):
-    """PROFILE for hakmem-PROFILE, else None."""
+    """PROFILE for hakmem-PROFILE (prof: the heap profiler on), else None."""
     base, sep, profile = name.partition("-")
-    return profile if base == "hakmem" and sep and profile in PROFILES else None
+    return profile if base == "hakmem" and sep and (profile in PROFILES or profile == "prof") else None
 
 
 def is_hakmem(name):
@@ -50,12 +56,13 @@ def hakmem(preload, profile=None):
     """hakmem (the library at preload), or hakmem-PROFILE: under that profile."""
     if profile is None:
         return Allocator("hakmem", preload)
-    return Allocator(f"hakmem-{profile}", preload, settings=(("HAKMEM_PROFILE", profile),))
+    settings = PROF["hakmem"] if profile == "prof" else (("HAKMEM_PROFILE", profile),)
+    return Allocator(f"hakmem-{profile}", preload, settings=settings)
 
 
 # What every --allocators help says of hakmem's profiles.
 PROFILES_HELP = (f"hakmem-PROFILE (hakmem under HAKMEM_PROFILE=PROFILE, {'|'.join(PROFILES)}: a contender of its own, "
-                 "not a peer)")
+                 "not a peer), hakmem-prof and jemalloc-prof (the heap profiler on, a sample per 512 KiB)")
 
 
 # command -> (Debian package, what goes without it)
@@ -167,7 +174,7 @@ def parse(specs):
     out, seen, built = [], set(), None
     for spec in specs:
         name, sep, path = spec.partition("=")
-        if not sep and name not in ORDER and not profile_of(name):
+        if not sep and name not in ORDER and not profile_of(name) and name != "jemalloc-prof":
             built = built_peers() if built is None else built
             if name not in built:
                 raise ValueError(f"unknown allocator {name}; known: {', '.join(ORDER)}, "
@@ -235,7 +242,8 @@ def prepare(specs, hakmem_so, tools=(), packages=()):
     if inherited_tuning():
         note(f"left out of every run's environment: {' '.join(inherited_tuning())} (allocator settings)")
     names = [s for s in specs if isinstance(s, str)]
-    missing = [PEERS[n][0] for n in names if n in PEERS and not _find_library(*PEERS[n])]
+    missing = [PEERS[n.removesuffix("-prof")][0] for n in names
+               if n.removesuffix("-prof") in PEERS and not _find_library(*PEERS[n.removesuffix("-prof")])]
     missing += [TOOLS[t][0] for t in tools if not shutil.which(t)] + list(packages)
     if missing and not apt_install(missing):
         note(f"could not install {' '.join(missing)} (needs root and apt-get, and HAKMEM_NO_APT unset)")
@@ -252,9 +260,10 @@ def prepare(specs, hakmem_so, tools=(), packages=()):
             else:
                 note(f"skipping {spec}: {hakmem_so} does not exist (make lib)")
         else:
-            path = _find_library(*PEERS[spec])
+            peer = spec.removesuffix("-prof")
+            path = _find_library(*PEERS[peer])
             if path:
-                allocators.append(Allocator(spec, path))
+                allocators.append(Allocator(spec, path, settings=PROF[peer] if peer != spec else ()))
             else:
                 note(f"skipping {spec}: package {PEERS[spec][0]} is not installed")
     available = {t for t in tools if shutil.which(t)}
