@@ -150,7 +150,7 @@ test-deps:
 
 test-programs: $(TEST_PLAIN_BINS) $(TEST_STATIC_BINS) $(TEST_UNIT_BINS) $(TEST_STANDARD_BINS) \
                $(TEST_OBSERVE_BINS) $(TEST_HARDENED_BINS) \
-               $(TEST_SAN_BINS) $(if $(fuzz_available),$(FUZZ_BINS))
+               $(TEST_SAN_BINS) $(if $(fuzz_available),$(FUZZ_BINS)) $(BUILD)/pagetest/libhakmem.so
 test-plain: $(TEST_PLAIN_BINS)
 
 test-clean:
@@ -243,6 +243,10 @@ ifneq ($(VARIANT),hardened)
 $(BUILD)/libhakmem-hardened.a: test-always
 	@$(MAKE) --no-print-directory VARIANT=hardened $@
 endif
+
+# Pretends the page size HAKMEM_TEST_PAGE_SIZE says (test/programs/page_sizes.sh).
+$(BUILD)/pagetest/libhakmem.so: test-always
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/pagetest EXTRA_CFLAGS=-DHK_TEST_PAGE_SIZE $@
 
 $(BUILD)/ubsan/libhakmem.a: test-always
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ubsan EXTRA_CFLAGS="$(UBSAN_FLAGS)" $@

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -246,7 +247,7 @@ bool hk_os_huge_pages_available(void) {
 
 bool hk_os_unit_pages(void *p, unsigned n, uint8_t *pages) {
   unsigned char vec[64 * HK_UNIT_PAGES];
-  size_t page = hk_os_page_size(), per_unit = HK_UNIT_SIZE / page;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), per_unit = HK_UNIT_SIZE / page;  /* mincore's own */
   if (page > HK_UNIT_SIZE || hk_keep_errno(mincore(p, (size_t)n << HK_UNIT_SHIFT, vec))) return false;
   for (unsigned i = 0; i < n; i++) {
     unsigned resident = 0;
@@ -318,8 +319,17 @@ HK_EXPORT void hak_os_stats(hak_os_stats_t *out) {
   out->peak_mapped_bytes = hk_max(atomic_load_explicit(&peak_mapped_bytes, memory_order_relaxed), out->mapped_bytes);
 }
 
+#ifdef HK_TEST_PAGE_SIZE /* a test build pretends larger pages: their ranges are valid on small ones */
+static size_t test_page(size_t real) {
+  const char *s = getenv("HAKMEM_TEST_PAGE_SIZE");  /* getenv does not allocate */
+  size_t p = s ? strtoul(s, NULL, 10) : 0;
+  return p >= real && p <= HK_UNIT_SIZE && !(p & (p - 1)) ? p : real;
+}
+#else
+#define test_page(real) (real)
+#endif
 size_t hk_os_page_size(void) {
   static size_t page_size;
-  if (!page_size) page_size = (size_t)sysconf(_SC_PAGESIZE);
+  if (!page_size) page_size = test_page((size_t)sysconf(_SC_PAGESIZE));
   return page_size;
 }

@@ -287,7 +287,7 @@ size_t hk_superslab_purge(hk_arena_t *a, int mode, bool *pending) {
     if (ss->bare || ss->warm) continue;
     /* kept empty, its counted pages gone: the rest of its huge pages too,
      * the header's unit but for the header */
-    size_t header = hk_align_up(sizeof *ss, HK_PAGE_SIZE);
+    size_t header = hk_align_up(sizeof *ss, hk_os_page_size());  /* madvise takes whole pages */
     hk_units_t m = units_of(ss);
     hk_units_decommit(&m, 0, ~HK_SS_RESERVED);
     hk_os_decommit((uint8_t *)ss + header, HK_UNIT_SIZE - header);
