@@ -6,7 +6,7 @@
 #define _GNU_SOURCE
 #include "region/region.h"
 
-hk_arena_t hk_arenas[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP}};
+hk_arena_t hk_arenas[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static atomic_uint next_arena;
 /* Read without a lock (mallopt may change them while threads run): an
  * arena is counted as used before a thread is given it. */
@@ -97,7 +97,7 @@ void hk_region_fork_lock(void) {
 
 void hk_region_fork_unlock(bool child) {
   for (unsigned i = 0; i < HK_ARENAS; i++) {
-    if (child) hk_arenas[i].lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+    if (child) pthread_mutex_init(&hk_arenas[i].lock, NULL);
     else hk_unlock(&hk_arenas[i].lock);
   }
 }

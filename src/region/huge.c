@@ -398,7 +398,7 @@ static void *shared_alloc(hk_arena_t **h, unsigned n, size_t alignment, hk_fill_
   if (!r) hk_unlock(&own->lock);
   for (unsigned i = 0; !r && i < HK_ARENAS; i++) {
     if (&hk_arenas[i] == own) continue;
-    hk_lock(&(*h = &hk_arenas[i])->lock);
+    hk_lock_spinning(&(*h = &hk_arenas[i])->lock);
     if (!(r = best_fit(*h, n, step, n, &u, &cold))) hk_unlock(&(*h)->lock);
   }
   return r ? place(r, (unsigned)u, n, f) : NULL;
@@ -415,7 +415,7 @@ void *hk_huge_take_class(unsigned cls, unsigned arena, bool *zero) {
   hk_fill_t f;
   f.size = 0;
   hk_arena_t *h = &hk_arenas[arena];
-  hk_lock(&h->lock);
+  hk_lock_spinning(&h->lock);
   for (hk_region_t *r = h->regions; r && !p; r = r->next) {
     int u = hk_run_first_warm(r->used, r->warm, r->top, n);
     if (u >= 0) r->stretches_kept = false, p = place(r, (unsigned)u, n, &f);
@@ -439,7 +439,7 @@ void hk_huge_release_class(unsigned cls, void *chain) {
     if (hb != h) {
       if (h) hk_unlock(&h->lock);
       if (!(h = hb)) hk_fatal("free(): invalid pointer", b);
-      hk_lock(&h->lock);
+      hk_lock_spinning(&h->lock);
     }
     unsigned u = (unsigned)(((uintptr_t)b - (uintptr_t)r) >> HK_UNIT_SHIFT);
     if (hk_unlikely(r->run[u] != n || !(r->used[u / 64] >> (u % 64) & 1))) {
@@ -537,11 +537,11 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero, unsigned arena, si
    * a mapping of the block's own (a region's 128 MiB may be more than an
    * address-space limit leaves). */
   if (fits_region(n, alignment)) {
-    hk_lock(&(h = &hk_arenas[arena])->lock);
+    hk_lock_spinning(&(h = &hk_arenas[arena])->lock);
     p = shared_alloc(&h, (unsigned)n, alignment, f);
   }
   if (!p) {
-    hk_lock(&(h = &hk_arenas[0])->lock);
+    hk_lock_spinning(&(h = &hk_arenas[0])->lock);
     if (!(p = jumbo_alloc(size, alignment, f))) hk_unlock(&h->lock);
   }
   if (!p) return NULL;
@@ -584,7 +584,7 @@ static hk_arena_t *lock_arena_of(const void *p, hk_region_t **r) {
   if (a < HK_UNIT_SIZE || (a & (HK_UNIT_SIZE - 1)) || hk_class_map_lookup(p) != HK_MAP_HUGE) return NULL;
   hk_arena_t *h = arena_unlocked(region_of(p));
   if (!h) return NULL;
-  hk_lock(&h->lock);
+  hk_lock_spinning(&h->lock);
   if ((*r = lookup(p)) && arena_of(*r) == h) return h;
   hk_unlock(&h->lock);
   return NULL;
@@ -726,7 +726,7 @@ static size_t nonresident_word(const hk_region_t *r, unsigned k) {
 size_t hk_huge_nonresident(void) {
   size_t bytes = 0;
   for (unsigned i = 0; i < HK_ARENAS; i++) {
-    hk_lock(&hk_arenas[i].lock);
+    hk_lock_spinning(&hk_arenas[i].lock);
     for (hk_region_t *r = hk_arenas[i].regions; r; r = r->next)
       for (unsigned k = 0; k < (r->top + 63) / 64; k++) bytes += r->warm[k] ? nonresident_word(r, k) : 0;
     hk_unlock(&hk_arenas[i].lock);
