@@ -222,7 +222,10 @@ void hk_class_map_release(const void *start, size_t size) {
   hk_unlock(&protect_lock);
 }
 
-/* Only in a mapping reserved (hk_class_map_reserve): its pages are writable. */
+/* Only in a mapping reserved (hk_class_map_reserve): its pages are writable.
+ * Relaxed stores, read by free's plain load: a block of the slab reaches
+ * another thread only through a lock or the program's own hand-off, which
+ * orders these stores before that thread's free. */
 void hk_class_map_set(const void *start, size_t units, uint8_t value) {
   uintptr_t u = (uintptr_t)start >> HK_UNIT_SHIFT;
   if (hk_unlikely(units && (!page_writable(((uintptr_t)&hk_fast.map[u] - (uintptr_t)reserved) / 4096) ||

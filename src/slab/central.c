@@ -50,11 +50,11 @@ static hk_transfer_t transfer[HK_CPU_SETS][HK_SMALL_CLASSES] = {
 /* The slots, every class's at one depth together: touched only as filled. */
 static hk_batch_t batches[HK_CPU_SETS][HK_TRANSFER_SLOTS][HK_SMALL_CLASSES];
 static unsigned ncpu_slots = 1;  /* sets of slots in use: one per CPU, up to HK_CPU_SETS */
-/* Large classes' slab counts are atomic, kept without the class lock. */
+/* Large classes' slab counts, kept without the class lock: statistics (relaxed). */
 static struct {
   atomic_size_t slabs, slabs_made;
 } large_counts[HK_NCLASS + 1];
-static atomic_size_t spare_bytes;  /* in the spares of every large class; written under a class lock */
+static atomic_size_t spare_bytes;  /* in the spares of every large class; written under a class lock, read as a hint (relaxed) */
 /* The classes that keep spares run from HK_FIRST_LARGE_CLASS to the last
  * below huge regions' (whose units are no SuperSlab's, behind no arena lock). */
 #define for_spare_classes(c) for (unsigned c = HK_FIRST_LARGE_CLASS; c <= HK_NCLASS && !hk_class_in_regions(c); c++)

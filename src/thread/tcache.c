@@ -159,7 +159,7 @@ static void tcache_fill(hk_tcache_t *tc, unsigned cls, unsigned n) {
   }
 }
 
-static atomic_uint live_threads;  /* threads with an active cache */
+static atomic_uint live_threads;  /* threads with an active cache: a hint that sizes caches (relaxed) */
 
 /* A thread's budget for cached large blocks: HK_LARGE_CACHE_MIN, doubled
  * every HK_LARGE_GROWTH misses up to HK_LARGE_CACHE, then after
