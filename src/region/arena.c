@@ -7,9 +7,9 @@
 #include "region/region.h"
 
 hk_arena_t hk_arenas[HK_ARENAS] = {[0 ... HK_ARENAS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
-static atomic_uint next_arena;
+static atomic_uint next_arena;  /* relaxed: it only spreads threads */
 /* Read without a lock (mallopt may change them while threads run): an
- * arena is counted as used before a thread is given it. */
+ * arena is counted as used (release) before a thread is given it (acquire). */
 static unsigned narenas = 1;      /* arenas new threads are given: one per CPU the process may run on, up to
                                      HK_ARENAS (mallopt sets it) */
 static unsigned arenas_used = 1;  /* arenas that may hold memory: the most narenas has been */

@@ -60,7 +60,7 @@ static unsigned jumbo_cached;
 
 /* The blocks of the jumbo regions unmapped last (arena 0's lock held), so
  * that a second free of one is told apart from a pointer hakmem never
- * handed out (hk_huge_block_of). */
+ * handed out (hk_huge_block_of): relaxed, read only for a message. */
 #define HK_GONE 64
 static struct {
   _Atomic uintptr_t at;
@@ -71,8 +71,9 @@ static unsigned gone_next;
 static hk_arena_t *arena_of(const hk_region_t *r) { return &hk_arenas[r->arena]; }
 
 /* The arena of the region whose header is at r, read without its lock (the
- * fields read are written once, when it is mapped); NULL if r holds no
- * region's header. */
+ * fields read are written once, when it is mapped, before the block reached
+ * this thread through a lock or the program's hand-off: relaxed); NULL if r
+ * holds no region's header. */
 static hk_arena_t *arena_unlocked(const hk_region_t *r) {
   if (__atomic_load_n(&r->magic, __ATOMIC_RELAXED) != (HK_REGION_MAGIC ^ (uintptr_t)r)) return NULL;
   unsigned i = __atomic_load_n(&r->arena, __ATOMIC_RELAXED);

@@ -195,7 +195,8 @@ typedef struct hk_arena {
    * unlock (two threads replacing blocks of 1-4 MiB ran 9 % slower). */
   size_t resident __attribute__((aligned(HK_CACHELINE)));
   size_t live_blocks, live_bytes;  /* huge blocks in use and the bytes of their units */
-  size_t peak_blocks, peak_bytes;  /* the most of each there has been */
+  size_t peak_blocks, peak_bytes;  /* the most of each there has been (these, class_bytes and resident:
+                                      written under the lock, read without it as statistics, relaxed) */
 } __attribute__((aligned(HK_CACHELINE))) hk_arena_t;
 extern hk_arena_t hk_arenas[HK_ARENAS] HK_HIDDEN;
 

@@ -12,6 +12,7 @@
  * arena of its SuperSlab. */
 #include "region/region.h"
 
+/* Statistics and the size of the next chunk of spares: relaxed. */
 static atomic_size_t used_units;  /* units given to slabs, in all arenas */
 static atomic_uint superslabs_mapped;  /* ever, in all arenas */
 
@@ -49,7 +50,9 @@ static bool spares_map(hk_arena_t *a) {
 }
 
 /* The process's first SuperSlab, on small pages (the space's first slot or
- * the first spare), and which of its halves are now huge pages (bit h). */
+ * the first spare), and which of its halves are now huge pages (bit h).
+ * Relaxed: only compared, or given to madvise and mincore, never read
+ * through; a stale value costs one advice too many or too few. */
 static hk_superslab_t *_Atomic small_ss;
 static atomic_uint small_halves_huge, slabs_made;
 static atomic_bool small_second_half_used;
