@@ -38,7 +38,7 @@ static size_t refilled(unsigned cls, size_t size) {
  * (service/prof.c).  A sampled block of a class is a huge block, whose
  * class map entry sends its free to hk_free_slow, where its record goes; p
  * goes back to the thread's list. */
-static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size_t size, size_t alignment, bool zero,
+static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size_t alignment, bool zero,
                                                      size_t bytes) {
   unsigned crossings = hk_prof_count(bytes);
   if (hk_likely(!crossings)) return p;
@@ -81,7 +81,7 @@ static inline __attribute__((always_inline)) void *route_with(size_t size, size_
     errno = p ? error : ENOMEM;
   }
   hk_purge_poll();
-  if (prof && p) return sampled(p, cls, size, alignment, zero, refilled(cls, size));
+  if (prof && p) return sampled(p, cls, alignment, zero, refilled(cls, size));
   return p;
 }
 

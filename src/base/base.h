@@ -207,6 +207,7 @@ typedef struct hk_class_info {
   uint16_t first;          /* offset of a slab's first block in its first unit (see hk_on_boundary) */
   int16_t cap;             /* thread cache capacity (blocks) */
   uint16_t batch;          /* blocks moved from the central cache per refill */
+  uint16_t prewarm;        /* blocks put in a new thread's list (HAKMEM_TINY_PREWARM_*) */
 } hk_class_info_t;
 
 extern hk_class_info_t hk_classes[HK_NCLASS + 1] HK_HIDDEN;
@@ -275,7 +276,6 @@ HK_HIDDEN void hk_options_init(bool huge_pages);  /* huge_pages: the kernel give
 HK_HIDDEN void hk_options_print(void);
 HK_HIDDEN bool hk_option_from_env(const size_t *field);  /* its variable was set */
 HK_HIDDEN void hk_option_format(const hk_option_t *o, size_t value, char *buf, size_t len);
-HK_HIDDEN unsigned hk_prewarm_count(unsigned cls);
 
 /* ---- counters (counters.c): news for the layers above ---------------------- */
 enum {

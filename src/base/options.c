@@ -155,6 +155,7 @@ static size_t read_option(const hk_option_t *o, size_t def, bool *from_env) {
 }
 
 static uint32_t from_env_mask;  /* bit i: row i was set in the environment */
+_Static_assert(sizeof hk_option_table / sizeof hk_option_table[0] <= 32, "a row per bit of from_env_mask");
 
 static bool no_huge_pages;  /* the THP options were turned off: the kernel gives none */
 
@@ -207,12 +208,3 @@ void hk_options_print(void) {
   }
 }
 
-/* Blocks prewarmed for class cls: the seeds' classes C0..C7 are the sizes
- * up to 16 B, 17-32 B, 33-64 B, ..., 1025-2048 B. */
-unsigned hk_prewarm_count(unsigned cls) {
-  size_t size = hk_classes[cls].size;
-  if (hk_opt.mem_lean || size > 2048) return 0;
-  unsigned k = size <= 16 ? 0 : 64 - (unsigned)__builtin_clzl(size - 1) - 4;
-  size_t n = hk_opt.prewarm[k] != HK_OPT_UNSET ? hk_opt.prewarm[k] : hk_opt.prewarm_all;
-  return (unsigned)n;
-}

@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sched.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -320,6 +319,7 @@ HK_EXPORT void hak_os_stats(hak_os_stats_t *out) {
 }
 
 #ifdef HK_TEST_PAGE_SIZE /* a test build pretends larger pages: their ranges are valid on small ones */
+#include <stdlib.h>
 static size_t test_page(size_t real) {
   const char *s = getenv("HAKMEM_TEST_PAGE_SIZE");  /* getenv does not allocate */
   size_t p = s ? strtoul(s, NULL, 10) : 0;

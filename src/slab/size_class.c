@@ -19,6 +19,15 @@ static unsigned slab_units(uint32_t size) {
   return size > HK_LARGE_MIN ? (unsigned)((size + HK_UNIT_SIZE - 1) / HK_UNIT_SIZE) : 1;
 }
 
+/* Blocks prewarmed for a class: the seeds' classes C0..C7 are the sizes up
+ * to 16 B, 17-32 B, 33-64 B, ..., 1025-2048 B. */
+static unsigned prewarm_count(uint32_t size) {
+  if (hk_opt.mem_lean || size > 2048) return 0;
+  unsigned k = size <= 16 ? 0 : 64 - (unsigned)__builtin_clzl(size - 1) - 4;
+  size_t n = hk_opt.prewarm[k] != HK_OPT_UNSET ? hk_opt.prewarm[k] : hk_opt.prewarm_all;
+  return (unsigned)n;
+}
+
 void hk_size_classes_init(void) {
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
     hk_class_info_t *ci = &hk_classes[c];
@@ -33,7 +42,7 @@ void hk_size_classes_init(void) {
      * back (balanced, lean), 64 KiB up to 1 KiB, so an idle program keeps
      * fewer slabs resident (docs/DESIGN.md, Capacities).  Large blocks have
      * none: their thread's budget bounds them (tcache.c: large_budget).  New
-     * threads' lists start at a quarter of `cap` (tcache.c: start_cap). */
+     * threads' lists start at a quarter of `cap` (tcache.c: hk_tcache_init). */
     size_t cap = (64 * 1024) / size;
     if (size <= 512 || (size <= 1024 && hk_opt.background_purge)) cap = hk_min(hk_max(cap, 16), 512);
     else if (size <= HK_LARGE_MIN) cap = (128 * 1024) / size;
@@ -43,6 +52,7 @@ void hk_size_classes_init(void) {
      * those at most a page of never-used ones: see slab_take). */
     size_t batch = hk_max(cap / 2, 1);
     ci->batch = (uint16_t)hk_min(batch, hk_max((size_t)8192 / size, 2));
+    ci->prewarm = (uint16_t)prewarm_count(size);
   }
   for (unsigned i = 0; i <= HK_TABLE_MAX; i++) hk_class_table[i] = (uint8_t)hk_size_to_class(i == 0 ? 1 : i);
 }

@@ -258,24 +258,10 @@ bool hk_tcache_overflow(void *p) {
 
 /* New threads' lists over 1 KiB start at cap / 4 (at least prewarm's),
  * doubling as they run dry: one seldom used would fill with frees.  Worked
- * out once, with the prewarm counts, under registry_lock: a thread that
- * lives for one allocation pays for no more than it uses. */
-static struct {
-  int16_t cap;
-  uint16_t prewarm;
-} starts[HK_NCLASS + 1];
-static bool starts_known, any_prewarm;
-
-static void starts_work_out(void) {
-  for (unsigned c = 1; c <= HK_NCLASS; c++) {
-    int cap = hk_classes[c].cap, prewarm = (int)hk_prewarm_count(c);
-    if (hk_classes[c].size > 1024 && cap) cap = hk_min(hk_max(cap / 4, prewarm), cap);
-    starts[c].cap = (int16_t)cap;
-    starts[c].prewarm = (uint16_t)prewarm;
-    any_prewarm |= prewarm != 0;
-  }
-  starts_known = true;
-}
+ * out at set-up, with the last class prewarmed (0: none), so that a thread
+ * that lives for one allocation pays for no more than it uses. */
+static int16_t start_caps[HK_NCLASS + 1];
+static unsigned last_prewarmed;
 
 /* Whether the thread of a registry entry has ended (its cache may be gone
  * with its stack); a refusal (a seccomp filter, EPERM) says nothing. */
@@ -354,27 +340,31 @@ unsigned hk_thread_arena(void) {
 /* The key whose destructor runs each thread's exit (init.c), if made. */
 static pthread_key_t exit_key;
 static bool exit_key_made;
-void hk_thread_exit_key(pthread_key_t key) {
+void hk_tcache_init(pthread_key_t key) {
   exit_key = key;
   exit_key_made = true;
+  for (unsigned c = 1; c <= HK_NCLASS; c++) {
+    const hk_class_info_t *ci = &hk_classes[c];
+    start_caps[c] = ci->size <= 1024 ? ci->cap : (int16_t)hk_min(hk_max(ci->cap / 4, (int)ci->prewarm), (int)ci->cap);
+    if (ci->prewarm) last_prewarmed = c;
+  }
 }
 
 void hk_thread_init(hk_tcache_t *tc) {
   hk_lock(&registry_lock);
   bool registered = exit_key_made && registry_add(tc);
-  if (registered && !starts_known) starts_work_out();
   hk_unlock(&registry_lock);
   if (!registered) {  /* no way to hand a cache back at exit, or to count it: none */
     tc->state = HK_TC_DEAD;
     return;
   }
-  for (unsigned c = 1; c <= HK_NCLASS; c++) set_cap(tc, c, starts[c].cap);
+  for (unsigned c = 1; c <= HK_NCLASS; c++) set_cap(tc, c, start_caps[c]);
   tc->arena = (uint8_t)hk_arena_assign();
   atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
   tc->state = HK_TC_ACTIVE;
   pthread_setspecific(exit_key, tc);  /* arms hk_thread_exit */
-  for (unsigned c = 1; any_prewarm && c <= HK_NCLASS; c++)
-    if (starts[c].prewarm && tc->head[c] == HK_END) tcache_fill(tc, c, starts[c].prewarm);
+  for (unsigned c = 1; c <= last_prewarmed; c++)
+    if (hk_classes[c].prewarm && tc->head[c] == HK_END) tcache_fill(tc, c, hk_classes[c].prewarm);
 }
 
 void hk_tcache_flush(hk_tcache_t *tc) {

@@ -96,7 +96,9 @@ HK_HIDDEN unsigned hk_thread_arena(void);        /* the calling thread's arena; 
 HK_HIDDEN void hk_note_out(ptrdiff_t bytes);     /* the calling thread's bytes out grew/shrank (huge blocks) */
 HK_HIDDEN void hk_tcache_flush(hk_tcache_t *tc);
 HK_HIDDEN bool hk_thread_exit(void);  /* the calling thread's cache goes back; false if it had none */
-HK_HIDDEN void hk_thread_exit_key(pthread_key_t key);  /* a thread whose cache is made sets it, for the exit */
+/* The thread layer's set-up, once the size classes are: the key a thread
+ * whose cache is made sets, for its exit, and new lists' capacities. */
+HK_HIDDEN void hk_tcache_init(pthread_key_t key);
 /* p's list (p just pushed) outgrew its capacity, or the thread has no cache
  * yet; true if blocks went to the central cache (to await a purge). */
 HK_HIDDEN bool hk_tcache_overflow(void *p);
