@@ -25,9 +25,10 @@
  * period)) gives them back.
  *
  * Nothing here allocates through the allocator: the tables are mapped at
- * start-up, stacks come from backtrace() (called first under the thread's
- * guard, so that the loading of libgcc_s is served without sampling), and
- * profiles are written with write() from a buffer on the stack. */
+ * start-up, stacks come from hk_unwind (unwind.c), or from backtrace()
+ * under the thread's guard (its first call loads libgcc_s, served without
+ * sampling), and profiles are written with write() from a buffer on the
+ * stack. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -149,6 +150,21 @@ static record_t *record_at(uintptr_t p) {
   return NULL;
 }
 
+/* The live records per address hash: a filter, read without the lock, that
+ * spares the frees of blocks never sampled a lookup under the lock and a
+ * touch of the records' table (a huge block's free made a page fault of
+ * it).  Relaxed: a block is sampled before the malloc that returns it,
+ * and reaches its free, realloc or malloc_usable_size after, through the
+ * program's hand-off, which orders the count's update before them; another
+ * block's count read stale costs a lookup. */
+static uint32_t recorded[1u << 16];
+
+static uint32_t *recorded_at(uintptr_t p) { return &recorded[(p >> 4) * 0x9e3779b97f4a7c15ull >> 48]; }
+static bool maybe_recorded(const void *p) { return __atomic_load_n(recorded_at((uintptr_t)p), __ATOMIC_RELAXED); }
+static void count_record(uintptr_t p, int delta) {
+  __atomic_fetch_add(recorded_at(p), (uint32_t)delta, __ATOMIC_RELAXED);
+}
+
 /* Empties slot r, moving up the records behind it that probing would no longer reach. */
 static void record_remove(record_t *r) {
   size_t hole = (size_t)(r - records);
@@ -194,17 +210,38 @@ static int find_own(struct dl_phdr_info *info, size_t size, void *first) {
   return 1;
 }
 
+/* The C library's walk of the stack, for the samples hk_unwind cannot take
+ * (and to check it, under HAK_CHECKS); inlined, so that its frames are
+ * hk_unwind's: pc[0] is a return into hk_prof_sample. */
+static inline __attribute__((always_inline)) int backtrace_from(void **pc, int max) {
+  in_prof = true;
+  int n = backtrace(pc, max);
+  in_prof = false;
+  return n;
+}
+
 bool hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) {
   void *pc[DEPTH + SKIP];
-  in_prof = true;
-  int n = backtrace(pc, DEPTH + SKIP), top = n > SKIP ? SKIP : n;
-  in_prof = false;
-  while (top < n && (uintptr_t)pc[top] >= own_lo && (uintptr_t)pc[top] < own_hi) top++;
   hk_lock(&lock);
+  int n = (int)hk_unwind(pc, DEPTH + SKIP);
+  if (!n) {  /* a frame whose rule the walker does not keep */
+    hk_unlock(&lock);
+    n = backtrace_from(pc, DEPTH + SKIP);
+    hk_lock(&lock);
+  } else if (HAK_CHECKS) {
+    void *check[DEPTH + SKIP];
+    hk_unlock(&lock);
+    int m = backtrace_from(check, DEPTH + SKIP);
+    hk_lock(&lock);
+    for (int i = 1; i < n && i < m; i++) hk_assert(pc[i] == check[i], "heap profile: a stack differs from backtrace()'s");
+  }
+  int top = n > SKIP ? SKIP : n;
+  while (top < n && (uintptr_t)pc[top] >= own_lo && (uintptr_t)pc[top] < own_hi) top++;
   stack_t *s = stack_of(pc + top, (unsigned)(n - top));
   record_t *r = s ? record_at((uintptr_t)p) : NULL;
   if (r) {
     *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, size, (uint32_t)stand_in};
+    count_record((uintptr_t)p, 1);
     weigh(s, r, 1);
   }
   bool due = r && next_dump && live_bytes >= next_dump;
@@ -214,6 +251,7 @@ bool hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) {
 }
 
 size_t hk_prof_stand_in(const void *p) {
+  if (!maybe_recorded(p)) return 0;
   hk_lock(&lock);
   record_t *r = record_at((uintptr_t)p);
   size_t usable = r && r->p ? r->stand_in : 0;
@@ -222,24 +260,28 @@ size_t hk_prof_stand_in(const void *p) {
 }
 
 void hk_prof_moved(const void *from, void *to) {
+  if (!maybe_recorded(from)) return;
   hk_lock(&lock);
   record_t *r = record_at((uintptr_t)from);
   if (r && r->p) {
     record_t moved = *r;
     record_remove(r);
+    count_record((uintptr_t)from, -1);
     moved.p = (uintptr_t)to;
-    if ((r = record_at(moved.p))) *r = moved;
+    if ((r = record_at(moved.p))) *r = moved, count_record(moved.p, 1);
     else weigh(&stacks[moved.stack], &moved, -1);
   }
   hk_unlock(&lock);
 }
 
 void hk_prof_forget(const void *p) {
+  if (!maybe_recorded(p)) return;
   hk_lock(&lock);
   record_t *r = record_at((uintptr_t)p);
   if (r && r->p) {
     weigh(&stacks[r->stack], r, -1);
     record_remove(r);
+    count_record((uintptr_t)p, -1);
   }
   hk_unlock(&lock);
 }

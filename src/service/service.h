@@ -44,6 +44,10 @@ HK_HIDDEN size_t hk_prof_stand_in(const void *p);     /* p's stand_in; 0 if p is
 HK_HIDDEN void hk_prof_moved(const void *from, void *to);  /* a huge block moved by realloc */
 HK_HIDDEN void hk_prof_forget(const void *p);         /* p is freed */
 HK_HIDDEN void hk_prof_at_exit(void);
+/* The return addresses of the caller's frame and those above it, up to max,
+ * as backtrace() gives them, from rules kept per address (unwind.c); 0 if
+ * a frame's rule is not one it keeps.  Under the profile's lock. */
+HK_HIDDEN unsigned hk_unwind(void **pc, unsigned max);
 HK_HIDDEN void hk_prof_fork_lock(void);
 HK_HIDDEN void hk_prof_fork_unlock(bool child);
 
