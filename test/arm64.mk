@@ -20,12 +20,18 @@
 # ARM64_QEMU's -p 16384 or -p 65536 sets the page size the programs see
 # (sysconf) and aligns their mappings to it, but qemu-user still accepts, and
 # does not enforce, protections of 4 KiB pages: not a kernel of large pages
-# (test/README.md).
+# (test/README.md).  Without TESTS, ARM64_LARGE_PAGE_TESTS run again so.
 
 ARM64_TOOLS         := CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ AR=aarch64-linux-gnu-ar
 ARM64_SYSROOT       ?= /usr/aarch64-linux-gnu
 ARM64_QEMU          ?= qemu-aarch64 -L $(ARM64_SYSROOT)
 ARM64_TIMEOUT_SCALE ?= 6
+# Run again with 64 KiB pages (qemu's -p): the tests of what a page's size
+# decides (block alignment, huge blocks, the hardened build's guard pages,
+# the class map's pages).  Not the sanitizers' runtimes, nor a second
+# preloaded library, which qemu 7.2 cannot load with that page size.
+ARM64_LARGE_PAGE_TESTS ?= align realloc usable_size integrity.standard integrity.hardened large_ bad_free \
+                          class_map remote_handoff cross_thread.hardened api.hardened hardened.hardened prof.hardened
 
 .PHONY: test-arm64 test-arm64-run
 
@@ -43,3 +49,6 @@ test-arm64-run:
 	@mkdir -p $(TEST_OUT); printf '%s\n' $(TEST_ALL_BINS) > $(TEST_OUT)/programs.list
 	@CC=$(CC) $(PYTHON) scripts/run_tests.py --build $(BUILD) --make-list $(TEST_OUT)/programs.list \
 	  --exec-wrapper '$(ARM64_QEMU)' --timeout-scale $(ARM64_TIMEOUT_SCALE) $(TESTS)
+	@if [ -z "$(TESTS)" ]; then echo "test-arm64: again with 64 KiB pages ($(ARM64_QEMU) -p 65536)"; \
+	  CC=$(CC) $(PYTHON) scripts/run_tests.py --build $(BUILD) --exec-wrapper '$(ARM64_QEMU) -p 65536' \
+	    --timeout-scale $(ARM64_TIMEOUT_SCALE) $(ARM64_LARGE_PAGE_TESTS); fi

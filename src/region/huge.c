@@ -530,7 +530,7 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero, unsigned arena, si
   if (!hk_huge_possible(size, alignment)) return NULL;
   hk_fill_t fill, *f = zero ? &fill : NULL;
   fill.size = size;  /* not the hardened build's guard page */
-  size += HK_GUARD;
+  size = hk_max(size, 1) + HK_GUARD;  /* a byte at least besides the guard (a 64 KiB page fills a unit) */
   size_t n = hk_max(units(size), 1);
   void *p = NULL;
   hk_arena_t *h;  /* locked, once p is found: the block's arena */
