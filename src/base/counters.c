@@ -9,11 +9,22 @@
  * threads moving bytes out write the others (two threads replacing 1-4 MiB
  * blocks ran 0.79 times as fast sharing one). */
 #define HK_OWN_LINE __attribute__((aligned(HK_CACHELINE)))
+/* Set (seq_cst) by a note, whose thread then polls, reading purger_sleeping
+ * (seq_cst); the purger stores that, then reads this: one of the two sees the
+ * other (purge.c).  Polls read it relaxed, a hint.  A tick clears it before
+ * taking each layer's lock: memory written under a lock is in that tick's
+ * pass, or the lock orders the clear before the note's read, which sets it
+ * anew (central's spares, which ticks skip unlocked, may wait for a later
+ * note). */
 atomic_bool hk_purge_pending HK_OWN_LINE;
 __thread size_t hk_resident_mine;
+/* Lean's learning, written by each trim and by any thread taking fresh
+ * memory: relaxed, numbers only; a race with a trim counts bytes to the trim
+ * before or after it. */
 atomic_size_t hk_lean_trimmed HK_OWN_LINE;
 atomic_size_t hk_lean_retaken HK_OWN_LINE;
 _Atomic uint64_t hk_lean_retaken_ms HK_OWN_LINE;
+/* Statistics: relaxed (the peak, on its own, only raised by compare-and-swap). */
 atomic_llong hk_out_bytes HK_OWN_LINE;
 atomic_size_t hk_out_peak HK_OWN_LINE;
 

@@ -12,9 +12,13 @@
 #include <unistd.h>
 #include "os/os.h"
 
+/* Statistics, nothing reached through them: relaxed (the peak, on its own,
+ * only raised by compare-and-swap). */
 static atomic_ullong n_mmap, n_munmap, n_mremap, n_madvise;
 static atomic_ullong mapped_bytes, peak_mapped_bytes;
-static atomic_uintptr_t next_aligned_hint;  /* where the next aligned mapping may fit */
+/* Where the next aligned mapping may fit: relaxed, only tried with
+ * MAP_FIXED_NOREPLACE, never read through; a stale one costs a try. */
+static atomic_uintptr_t next_aligned_hint;
 
 static void account_mapped(size_t size) {
   unsigned long long now = atomic_fetch_add_explicit(&mapped_bytes, size, memory_order_relaxed) + size;
@@ -109,9 +113,16 @@ void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
  * for them.  Without one, or once full, callers map their own. */
 #define HK_SPACE_SS ((size_t)256 << 20)
 static uint8_t *space;
-static atomic_ullong space_taken[2];  /* a bit per slot: SuperSlabs, regions */
-static atomic_bool space_advised;     /* the SuperSlab slots have had their madvise */
-static atomic_ullong space_remapped;  /* SuperSlab slots mapped anew since, without it */
+/* A bit per slot: SuperSlabs, regions.  Set under space_lock (acquire),
+ * cleared by a giver without it (release) after its last use and discard of
+ * the slot, so these come before the next taker's use; takers race only
+ * with givers, the lock orders them among themselves. */
+static atomic_ullong space_taken[2];
+static atomic_bool space_advised;     /* the SuperSlab slots have had their madvise; under space_lock */
+/* SuperSlab slots mapped anew since, without it: set before the slot's bit is
+ * cleared (release), read by its next taker after its bit is set (acquire), so
+ * relaxed itself. */
+static atomic_ullong space_remapped;
 
 static const struct {
   size_t offset, slot, slots;
@@ -143,7 +154,7 @@ void *hk_os_space_take(size_t size) {
   hk_lock(&space_lock);
   void *slot = NULL;
   unsigned long long all = pools[k].slots >= 64 ? ~0ull : (1ull << pools[k].slots) - 1;
-  unsigned long long taken = atomic_load_explicit(&space_taken[k], memory_order_relaxed);
+  unsigned long long taken = atomic_load_explicit(&space_taken[k], memory_order_relaxed);  /* the CAS orders */
   while (!slot && taken != all) {
     unsigned i = (unsigned)__builtin_ctzll(~taken);
     if (!atomic_compare_exchange_weak_explicit(&space_taken[k], &taken, taken | 1ull << i, memory_order_acquire,
@@ -151,13 +162,14 @@ void *hk_os_space_take(size_t size) {
       continue;
     slot = space + pools[k].offset + i * size;
     if (!hk_os_protect_as(slot, size, PROT_READ | PROT_WRITE)) {  /* no memory to commit it */
-      atomic_fetch_and_explicit(&space_taken[k], ~(1ull << i), memory_order_release);
+      atomic_fetch_and_explicit(&space_taken[k], ~(1ull << i), memory_order_release);  /* slot unused: any order */
       slot = NULL;
       break;
     }
     account_mapped(size);
     /* huge pages for all but the first SuperSlab, else small ones (a slot
-     * given back and mapped anew has lost its advice) */
+     * given back and mapped anew has lost its advice); seq_cst, where the lock
+     * and the acquire above would do */
     if (k == 0 && !atomic_exchange(&space_advised, true)) {
       if (hk_opt.ss_thp) hk_os_advise_huge(space + HK_SS_SIZE, HK_SPACE_SS - HK_SS_SIZE);
       else hk_os_advise_small(space, HK_SPACE_SS);
@@ -295,6 +307,8 @@ void hk_os_space_unlock_untaken(void) {
   if (!space) return;
   for (unsigned k = 0; k < 2; k++)
     for (unsigned i = 0; i < pools[k].slots; i++)
+      /* relaxed: space_lock holds takers off; a slot given back meanwhile is
+       * read either way in any order */
       if (!(atomic_load_explicit(&space_taken[k], memory_order_relaxed) >> i & 1))
         hk_os_munlock(space + pools[k].offset + i * pools[k].slot, pools[k].slot);
 }

@@ -6,6 +6,9 @@
 #include <sys/single_threaded.h>
 #include "service/service.h"
 
+/* Stored (release) once all the set-up is done, read (acquire) before what
+ * it set up is used (keys, options, classes, arenas, the map): a thread older
+ * than the set-up is ordered after it by nothing else. */
 atomic_bool hk_ready;
 atomic_bool hk_route_plain;
 
@@ -51,6 +54,8 @@ static void fork_prepare(void) {
   fork_level_t *l = &fork_levels[hk_fork_depth];
   *l = (fork_level_t){__libc_single_threaded || hk_locks_held || hk_forking, hk_forking, hk_locks_held};
   hk_fork_depth++;
+  /* the level in place before locks and hk_forking change: only a signal
+   * handler on this thread reads it, so the compiler's order is enough */
   atomic_signal_fence(memory_order_seq_cst);
   if (l->unlocked) {
     /* with other threads running, what other handlers allocate takes its
@@ -82,7 +87,7 @@ static void fork_after(bool child) {
   }
   if (child) hk_locks_held = l.held;  /* the child's locks are new, but for those its thread's frames let go */
   hk_forking = l.forking;
-  atomic_signal_fence(memory_order_seq_cst);
+  atomic_signal_fence(memory_order_seq_cst);  /* the state restored before the level is let go, as above */
   hk_fork_depth--;
 }
 static void fork_parent(void) { fork_after(false); }
@@ -100,7 +105,7 @@ static void thread_exit(void *arg) {
 void hk_process_init_slow(void) {
   bool first = false;
   hk_lock(&init_lock);
-  if (!atomic_load_explicit(&hk_ready, memory_order_relaxed)) {
+  if (!atomic_load_explicit(&hk_ready, memory_order_relaxed)) {  /* relaxed: stored under this lock */
     hk_fast.free_key = random_key();  /* before any block exists */
     if (HAK_HARDENED) hk_fast.link_key = random_key();
     hk_options_init(hk_os_huge_pages_available());
@@ -115,7 +120,7 @@ void hk_process_init_slow(void) {
     pthread_key_t key;
     if (pthread_key_create(&key, thread_exit) == 0) hk_tcache_init(key);
     atomic_store_explicit(&hk_ready, true, memory_order_release);
-    atomic_store_explicit(&hk_route_plain, !hk_prof_on, memory_order_release);
+    atomic_store_explicit(&hk_route_plain, !hk_prof_on, memory_order_release);  /* the router reads it (acquire) */
     first = true;
   }
   hk_unlock(&init_lock);

@@ -25,14 +25,25 @@
 #define HK_LEAN_QUIET_TICKS 50              /* ticks without a trim before the cap halves */
 #define HK_LEAN_LOOK_MS 20                  /* how long lean trusts a look at which pages are resident */
 
-static _Atomic uint64_t next_tick;          /* ms, CLOCK_MONOTONIC_COARSE */
+/* ms, CLOCK_MONOTONIC_COARSE; stored under tick_lock, read without it only
+ * to decide whether to take it and again under it: relaxed (it only grows, so
+ * a stale value costs one look too many). */
+static _Atomic uint64_t next_tick;
 /* Lean's cap (most free resident bytes kept; 0: the target), last trim (ms),
- * ticks since (others: counters.c); lean_trim, lean_quiet hold tick_lock. */
+ * ticks since (others: counters.c); lean_trim, lean_quiet hold tick_lock.
+ * The polls read the cap as a hint (relaxed): lean_trim reads it again under
+ * the lock. */
 static atomic_size_t lean_cap;
 static uint64_t lean_trim_ms;
 static unsigned lean_quiet_ticks;
 static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* RUNNING is stored after purger_wake's set-up, read before it is signalled
+ * (release/acquire would do, and seq_cst loads cost what acquire ones do; the
+ * compare-and-swap only elects the starter).  The purger says it sleeps, then
+ * reads hk_purge_pending; a note sets that, then reads this: seq_cst, as
+ * acquire and release leave a store then a load of another variable
+ * unordered, and each could miss the other. */
 enum { PURGER_OFF, PURGER_STARTING, PURGER_RUNNING };
 static atomic_int purger_state;
 static atomic_bool purger_sleeping;
@@ -52,7 +63,9 @@ static size_t lean_cap_now(void) {
  * ignored by the cap for HK_LEAN_LOOK_MS after the look, or till a trim or
  * tick gives huge regions' memory back; not longer: they may be rewritten
  * meanwhile.  Looking at each free past the cap made two threads replacing
- * sparsely written 1-4 MiB blocks 3 times slower. */
+ * sparsely written 1-4 MiB blocks 3 times slower.  Stored under tick_lock,
+ * read by the polls without it (relaxed): a mixed pair hastens or defers a
+ * trim by a poll, and lean_trim reads them again under the lock. */
 static atomic_size_t lean_absent;
 static _Atomic uint64_t lean_look_ms;
 
@@ -97,6 +110,7 @@ static void lean_trim(void) {
   atomic_store_explicit(&lean_look_ms, now, memory_order_relaxed);
   size_t resident = lean_resident(hk_purge_resident());
   if (resident <= cap) return;
+  /* an exchange: a time stored meanwhile is read here or left for the next trim */
   uint64_t retaken_ms = atomic_exchange_explicit(&hk_lean_retaken_ms, 0, memory_order_relaxed);
   atomic_store_explicit(&hk_lean_retaken, 0, memory_order_relaxed);
   if (retaken_ms && retaken_ms - lean_trim_ms <= 4 * hk_max(hk_opt.purge_delay_ms, 1)) {
@@ -126,7 +140,7 @@ static void lean_quiet(void) {
  * layer left with memory to give back later says so again. */
 static void tick(uint64_t now) {
   atomic_store_explicit(&next_tick, now + hk_max(hk_opt.purge_delay_ms, 1), memory_order_relaxed);
-  atomic_store(&hk_purge_pending, false);
+  atomic_store(&hk_purge_pending, false);  /* before the layers' locks, which order it (counters.c) */
   hk_central_purge(HK_PURGE_DUE);
   size_t huge;
   hk_region_purge(HK_PURGE_DUE, 0, &huge);
@@ -147,13 +161,14 @@ static void *purger_main(void *arg) {
   hk_lock(&purger_lock);
   for (;;) {
     /* Announced before `pending` is read: a thread setting `pending` then
-     * reads `purger_sleeping`, so one of the two sees the other. */
+     * reads `purger_sleeping`, so one of the two sees the other (seq_cst,
+     * both sides). */
     atomic_store(&purger_sleeping, true);
     if (!atomic_load(&hk_purge_pending)) {
       pthread_cond_wait(&purger_wake, &purger_lock);
       continue;
     }
-    atomic_store(&purger_sleeping, false);
+    atomic_store(&purger_sleeping, false);  /* a stale true costs a signal */
     uint64_t now = hk_now_ms(), due = atomic_load_explicit(&next_tick, memory_order_relaxed);
     if (now < due) {
       struct timespec ts;
@@ -243,7 +258,8 @@ void hk_purge_fork_unlock(bool child) {
     hk_unlock(&purger_lock);
     return;
   }
-  /* The child has no purger thread: it starts its own if it needs one. */
+  /* The child has no purger thread: it starts its own if it needs one.  It
+   * has one thread: any order. */
   pthread_mutex_init(&tick_lock, NULL);
   pthread_mutex_init(&purger_lock, NULL);
   atomic_store(&purger_state, PURGER_OFF);
