@@ -14,8 +14,7 @@
  * other (purge.c).  Polls read it relaxed, a hint.  A tick clears it before
  * taking each layer's lock: memory written under a lock is in that tick's
  * pass, or the lock orders the clear before the note's read, which sets it
- * anew (central's spares, which ticks skip unlocked, may wait for a later
- * note). */
+ * anew. */
 atomic_bool hk_purge_pending HK_OWN_LINE;
 __thread size_t hk_resident_mine;
 /* Lean's learning, written by each trim and by any thread taking fresh

@@ -453,7 +453,9 @@ static bool purge_class(unsigned cls, int mode) {
  * at the count: a spare freed again (its link a thread list's) shows first. */
 static bool purge_spares(unsigned cls, int mode) {
   hk_central_t *c = &central[cls];
-  if (!__atomic_load_n(&c->nspares, __ATOMIC_RELAXED)) return false;
+  /* Under the lock, never skipped on an unlocked count: the tick's clear of
+   * hk_purge_pending and a parker's note after its unlock would each miss
+   * the other's store on arm64, leaving spares resident until a later note. */
   hk_lock(&c->lock);
   size_t n = c->nspares;
   void *chain = c->spares;
