@@ -22,7 +22,8 @@
 PYTHON ?= python3
 
 BENCH_PROGRAMS := random_mixed fixed_size tiny_hot patterns mixed_large larson prodcons prodcons_batch \
-                  big_blocks thread_churn thread_once memory_return random_touch soak latency first_touch
+                  big_blocks thread_churn thread_once memory_return random_touch soak latency first_touch \
+                  cpu_pingpong
 BENCH_PROG_BINS := $(BENCH_PROGRAMS:%=$(BUILD)/bench/%)
 BENCH_BINS      := $(BENCH_PROG_BINS) $(BUILD)/bench/libfloor.so
 BENCH_CFLAGS    := -std=gnu11 -O2 -g -pthread -Wall -Wextra

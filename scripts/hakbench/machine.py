@@ -36,6 +36,20 @@ def _compiler():
     return r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else "unknown"
 
 
+def _cpu_distance(root):
+    """A cache line's round trip between CPUs 0 and 1 (build/bench/cpu_pingpong),
+    or None: a virtual machine's two CPUs are near one hour and far the next."""
+    probe = os.path.join(root, "build", "bench", "cpu_pingpong")
+    if (os.cpu_count() or 1) < 2 or not os.access(probe, os.X_OK):
+        return None
+    try:
+        r = subprocess.run([probe], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return f"a cache line's round trip between CPUs 0 and 1: {r.stdout.strip()} ns (bench/cpu_pingpong.c)" \
+        if r.returncode == 0 and r.stdout.strip() else None
+
+
 def describe(root, allocs=(), head=None, packages=()):
     """(label, value) pairs, in the order a report lists them: the machine,
     the peers' packages, hakmem's commit (`head` if given: taken before a
@@ -45,6 +59,7 @@ def describe(root, allocs=(), head=None, packages=()):
     info = [
         ("CPU", _cpu_model()),
         ("cores", str(os.cpu_count())),
+        ("CPU to CPU", _cpu_distance(root) or "not measured"),
         ("kernel", f"{platform.system()} {platform.release()} {platform.machine()}"),
         ("glibc", os.confstr("CS_GNU_LIBC_VERSION") or "unknown"),
         ("compiler", _compiler()),
