@@ -77,15 +77,17 @@ static bool encoded(const uint8_t **p, uint8_t enc, uintptr_t base, uintptr_t *o
   return true;
 }
 
-/* The FDE covering pc, from the object's sorted table (.eh_frame_hdr); NULL if none. */
-static const uint8_t *fde_of(uintptr_t pc) {
+/* The FDE covering pc, from the object's sorted table (.eh_frame_hdr); NULL
+ * if none, and *unread if the table is in a form this walker does not read. */
+static const uint8_t *fde_of(uintptr_t pc, bool *unread) {
   struct dl_find_object o;
+  *unread = false;
   if (_dl_find_object((void *)pc, &o) != 0 || !o.dlfo_eh_frame) return NULL;
   const uint8_t *h = o.dlfo_eh_frame, *p = h + 4;
   uintptr_t frame, count;
-  if (h[0] != 1 || h[3] != 0x3b || !encoded(&p, h[1], (uintptr_t)h, &frame) ||
-      !encoded(&p, h[2], (uintptr_t)h, &count) || !count)
-    return NULL;
+  *unread = h[0] != 1 || h[3] != 0x3b || !encoded(&p, h[1], (uintptr_t)h, &frame) ||
+            !encoded(&p, h[2], (uintptr_t)h, &count);
+  if (*unread || !count) return NULL;
   const int32_t *table = (const int32_t *)p;  /* pairs: start, FDE; datarel sdata4 */
   size_t lo = 0, hi = count;
   while (hi - lo > 1) {
@@ -172,9 +174,10 @@ enum { NONE, UNKNOWN, KEPT };
 /* pc's rule from its FDE and CIE: KEPT, NONE if pc has no FDE, UNKNOWN if
  * its rule is not one this walker keeps. */
 static int rule_of(uintptr_t pc, rule_t *r) {
-  const uint8_t *fde = fde_of(pc);
+  bool unread;
+  const uint8_t *fde = fde_of(pc, &unread);
   uint32_t len;
-  if (!fde) return NONE;
+  if (!fde) return unread ? UNKNOWN : NONE;
   if (memcpy(&len, fde, 4), len == 0 || len == 0xffffffffu) return UNKNOWN;
   const uint8_t *fde_end = fde + 4 + len, *p = fde + 4;
   int32_t back;
