@@ -133,6 +133,11 @@ static inline void hk_lock_spinning(pthread_mutex_t *m) {
 #define hk_max(a, b) ((a) > (b) ? (a) : (b))
 
 static inline size_t hk_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+/* An index of `bits` bits from a key (an address): the product's top bits
+ * (Fibonacci hashing), for the tables the heap profile keeps by address. */
+static inline size_t hk_hash_index(uintptr_t key, unsigned bits) {
+  return (size_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
 
 /* Doubly linked lists of any struct with `next` and `prev`; `head` points at
  * the first node (arguments evaluated more than once). */

@@ -44,7 +44,8 @@
 #define DEPTH 32              /* frames kept of a stack */
 #define SKIP 2                /* hk_prof_sample's frame and sampled()'s, which the router tail-calls */
 #define STACKS (1u << 14)     /* distinct stacks */
-#define RECORDS (1u << 18)    /* live sampled blocks: 128 GiB of heap at the default period */
+#define RECORD_BITS 18
+#define RECORDS (1u << RECORD_BITS)  /* live sampled blocks: 128 GiB of heap at the default period */
 #define LEAKS_SHOWN 10        /* stacks in the leak report */
 
 typedef struct stack {
@@ -141,7 +142,7 @@ static stack_t *stack_of(void *const *pc, unsigned n) {
   return NULL;
 }
 
-static size_t slot_of(uintptr_t p) { return (size_t)((p >> 4) * 0x9e3779b97f4a7c15ull >> 40) % RECORDS; }
+static size_t slot_of(uintptr_t p) { return hk_hash_index(p >> 4, RECORD_BITS); }
 
 /* The record of p, or its free slot (linear probing); NULL if the table is full. */
 static record_t *record_at(uintptr_t p) {
@@ -157,9 +158,10 @@ static record_t *record_at(uintptr_t p) {
  * and reaches its free, realloc or malloc_usable_size after, through the
  * program's hand-off, which orders the count's update before them; another
  * block's count read stale costs a lookup. */
-static uint32_t recorded[1u << 16];
+#define FILTER_BITS 16
+static uint32_t recorded[1u << FILTER_BITS];
 
-static uint32_t *recorded_at(uintptr_t p) { return &recorded[(p >> 4) * 0x9e3779b97f4a7c15ull >> 48]; }
+static uint32_t *recorded_at(uintptr_t p) { return &recorded[hk_hash_index(p >> 4, FILTER_BITS)]; }
 static bool maybe_recorded(const void *p) { return __atomic_load_n(recorded_at((uintptr_t)p), __ATOMIC_RELAXED); }
 static void count_record(uintptr_t p, int delta) {
   __atomic_fetch_add(recorded_at(p), (uint32_t)delta, __ATOMIC_RELAXED);
@@ -211,9 +213,9 @@ static int find_own(struct dl_phdr_info *info, size_t size, void *first) {
 }
 
 /* The C library's walk of the stack, for the samples hk_unwind cannot take
- * (and to check it, under HAK_CHECKS); inlined, so that its frames are
- * hk_unwind's: pc[0] is a return into hk_prof_sample. */
-static inline __attribute__((always_inline)) int backtrace_from(void **pc, int max) {
+ * (and to check it, under HAK_CHECKS); inlined, so that its frames line up
+ * with hk_unwind's: pc[0] is a return into hk_prof_sample. */
+static inline __attribute__((always_inline)) int libc_backtrace(void **pc, int max) {
   in_prof = true;
   int n = backtrace(pc, max);
   in_prof = false;
@@ -226,12 +228,12 @@ bool hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) {
   int n = (int)hk_unwind(pc, DEPTH + SKIP);
   if (!n) {  /* a frame whose rule the walker does not keep */
     hk_unlock(&lock);
-    n = backtrace_from(pc, DEPTH + SKIP);
+    n = libc_backtrace(pc, DEPTH + SKIP);
     hk_lock(&lock);
   } else if (HAK_CHECKS) {
     void *check[DEPTH + SKIP];
     hk_unlock(&lock);
-    int m = backtrace_from(check, DEPTH + SKIP);
+    int m = libc_backtrace(check, DEPTH + SKIP);
     hk_lock(&lock);
     for (int i = 1; i < n && i < m; i++) hk_assert(pc[i] == check[i], "heap profile: a stack differs from backtrace()'s");
   }

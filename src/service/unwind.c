@@ -16,7 +16,7 @@
 #if defined(__x86_64__) && defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
 
 enum { RBP = 6, RSP = 7, RA = 16 };
-enum { RULES = 4096, STATES = 4 };
+enum { RULE_BITS = 12, RULES = 1 << RULE_BITS, STATES = 4 };
 
 /* How a frame at one pc finds its caller's: cfa = (rbp or rsp) + cfa_off;
  * the return address at cfa + ra_off, rbp at cfa + rbp_off (0: rbp kept). */
@@ -229,7 +229,7 @@ static int rule_of(uintptr_t pc, rule_t *r) {
 /* pc's rule (rule_of), kept in *r when KEPT; the others are looked for
  * again at the next sample through pc. */
 static int rule_at(uintptr_t pc, const rule_t **r) {
-  rule_t *slot = &rules[(pc * 0x9e3779b97f4a7c15ull) >> 52];
+  rule_t *slot = &rules[hk_hash_index(pc, RULE_BITS)];
   *r = slot;
   if (slot->pc == pc) return KEPT;
   rule_t fresh;
