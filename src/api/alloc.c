@@ -35,45 +35,50 @@ static size_t refilled(unsigned cls, size_t size) {
 
 /* With the heap profile on: p, or the block taken for a sample in its
  * place when the `bytes` just handed out cross the thread's countdown
- * (service/prof.c).  A sampled block of a class is a huge block, whose
- * class map entry sends its free to hk_free_slow, where its record goes; p
- * goes back to the thread's list. */
+ * (service/prof.c).  The free of a sampled block must reach hk_free_slow,
+ * where its record goes.  A huge block's does; a large class's block has
+ * its unit to itself, whose class map entry is flagged HK_MAP_SAMPLED until
+ * then; a small class's block shares its unit, and a huge block of its
+ * usable size is sampled in its place (p goes back to the thread's list). */
 static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size_t alignment, bool zero,
                                                      size_t bytes) {
   unsigned crossings = hk_prof_count(bytes);
   if (hk_likely(!crossings)) return p;
   if (!cls) return hk_prof_sample(p, hk_huge_usable_size(p), 0, crossings), p;
   size_t usable = hk_classes[cls].size - HK_CANARY;
-  void *q = huge_alloc(usable, alignment, zero);
-  if (!q) return p;
-  if (!hk_prof_sample(q, usable, usable, crossings)) {
-    hk_note_out(-(ptrdiff_t)hk_huge_free(q));
+  if (hk_class_is_large(cls)) {
+    if (hk_prof_sample(p, usable, 0, crossings)) hk_class_map_set(p, 1, (uint8_t)(cls + HK_MAP_SAMPLED));
     return p;
+  }
+  void *q = alignment <= 16 ? hk_prof_sample(NULL, usable, usable, crossings) : NULL;  /* a kept stand-in */
+  if (!q) {
+    if (!(q = huge_alloc(usable, alignment, zero))) return p;
+    if (!hk_prof_sample(q, usable, usable, crossings)) {
+      hk_note_out(-(ptrdiff_t)hk_huge_free(q));
+      return p;
+    }
   }
   hk_free_fast(p);
   return q;
 }
 
-/* A block of `size` bytes aligned to `alignment`, reading as zero if `zero`
- * and huge (calloc clears the others): from the thread's cache, else from
- * further down; out of address space or memory, what
- * malloc_trim gives back goes back (parked blocks sent home may empty slabs
- * even where nothing goes back to the OS), and one more try; then NULL with
- * ENOMEM.  A tick runs after, if one is due: only with the thread's list in
- * place, since starting the purger thread allocates (the new thread's TLS),
- * maybe from this class.  With `prof`, what a refill hands out counts
- * towards the heap profile's next sample. */
-static inline __attribute__((always_inline)) void *route_with(size_t size, size_t alignment, bool zero, bool prof) {
-  unsigned cls = class_of(size, alignment);
+/* A block of class cls (0: a huge block) for `size` bytes aligned to
+ * `alignment`, reading as zero if `zero` and huge (calloc clears the
+ * others), when the thread's list had none: from further down; out of
+ * address space or memory, what malloc_trim gives back goes back (parked
+ * blocks sent home may empty slabs even where nothing goes back to the OS),
+ * and one more try; then NULL with ENOMEM.  A tick runs after, if one is
+ * due: only with the thread's list in place, since starting the purger
+ * thread allocates (the new thread's TLS), maybe from this class.  With
+ * `prof`, what a refill hands out counts towards the heap profile's next
+ * sample. */
+static inline __attribute__((always_inline)) void *route_with(unsigned cls, size_t size, size_t alignment, bool zero,
+                                                              bool prof) {
   if (!cls && !hk_huge_possible(size, alignment)) {
     errno = ENOMEM;
     return NULL;
   }
-  void *p;
-  /* sizes above the fast path's, or prewarmed: counted by the heap profile
-   * with the refill that put the block on the list */
-  if (cls && (p = hk_tcache_pop(cls))) return p;
-  p = cls ? hk_tcache_refill(cls) : huge_alloc(size, alignment, zero);
+  void *p = cls ? hk_tcache_refill(cls) : huge_alloc(size, alignment, zero);
   if (hk_unlikely(!p)) {
     int error = errno;
     hk_purge_all();
@@ -85,19 +90,28 @@ static inline __attribute__((always_inline)) void *route_with(size_t size, size_
   return p;
 }
 
-/* The process's first call, or any with the heap profile on. */
+/* The process's first call, or a refill with the heap profile on.  The
+ * class again: before the set-up, class_of had no class sizes to check an
+ * alignment against. */
 static __attribute__((noinline, cold)) void *route_unusual(size_t size, size_t alignment, bool zero) {
   hk_process_init();
-  return hk_prof_on ? route_with(size, alignment, zero, true) : route_with(size, alignment, zero, false);
+  unsigned cls = class_of(size, alignment);
+  return hk_prof_on ? route_with(cls, size, alignment, zero, true) : route_with(cls, size, alignment, zero, false);
 }
 
-/* The one flag that sends the first call and the profiled ones aside is
- * the one the set-up alone would need: profiling off, the router is the
- * same instructions as without a profiler (scripts/ab --callgrind). */
+/* The one size router.  A block on the thread's list first: sizes above
+ * the fast path's, or prewarmed, are counted by the heap profile with the
+ * refill that put them there, and every list is empty until the process
+ * is set up.  The one flag that sends the first call and the profiled ones
+ * aside is the one the set-up alone would need: profiling off, the router
+ * is the same instructions as without a profiler (scripts/ab --callgrind). */
 static inline __attribute__((always_inline)) void *route(size_t size, size_t alignment, bool zero) {
+  unsigned cls = class_of(size, alignment);
+  void *p;
+  if (cls && (p = hk_tcache_pop(cls))) return p;
   if (hk_unlikely(!atomic_load_explicit(&hk_route_plain, memory_order_acquire)))
     return route_unusual(size, alignment, zero);
-  return route_with(size, alignment, zero, false);
+  return route_with(cls, size, alignment, zero, false);
 }
 
 void *hk_malloc_slow(size_t size) { return route(size, 16, false); }
@@ -106,13 +120,32 @@ void hk_free_overflow(void *p) {
   if (hk_tcache_overflow(p)) hk_purge_poll();
 }
 
+/* The class of a class map entry, flagged sampled or not; else the entry. */
+static uintptr_t class_in(uintptr_t entry) {
+  return entry - HK_MAP_SAMPLED - 1 < HK_NCLASS ? entry - HK_MAP_SAMPLED : entry;
+}
+
+/* A large class's block sampled by the heap profile: its record goes, and
+ * its class map entry is its class's again (false: p is no such block). */
+static bool unsample(void *p, uintptr_t entry) {
+  uintptr_t cls = class_in(entry);
+  if (cls == entry || !hk_on_boundary(p, cls) || hk_prof_forget(p) != HK_PROF_FORGOTTEN) return false;
+  hk_class_map_set(p, 1, (uint8_t)cls);
+  return true;
+}
+
 void hk_free_slow(void *p) {
   if (p == NULL) return;
   uintptr_t cls = hk_class_map_lookup(p);
+  if (hk_unlikely(hk_prof_on) && unsample(p, cls)) {
+    hk_free_fast(p);
+    return;
+  }
   size_t bytes = 0;
   if (cls == HK_MAP_HUGE) {
-    if (hk_unlikely(hk_prof_on)) hk_prof_forget(p);
-    bytes = hk_huge_free(p);
+    hk_prof_freed_t sampled = hk_prof_on ? hk_prof_forget(p) : HK_PROF_UNSAMPLED;
+    if (sampled == HK_PROF_KEPT) return;
+    bytes = sampled == HK_PROF_FREED_TWICE ? 0 : hk_huge_free(p);
   }
   if (!bytes) hk_misuse("free", p, cls);
   hk_note_out(-(ptrdiff_t)bytes);
@@ -145,11 +178,12 @@ void *hk_aligned(size_t alignment, size_t size) {
 
 size_t hk_usable_size(const void *p) {
   if (!p) return 0;
-  unsigned cls = (unsigned)hk_class_map_lookup(p);
+  unsigned cls = (unsigned)class_in(hk_class_map_lookup(p));
   if (cls - 1u < HK_NCLASS) return hk_classes[cls].size - HK_CANARY;
   if (cls != HK_MAP_HUGE) return 0;
-  size_t stand_in = hk_prof_on ? hk_prof_stand_in(p) : 0;
-  return stand_in ? stand_in : hk_huge_usable_size(p);
+  bool freed;
+  size_t stand_in = hk_prof_on ? hk_prof_stand_in(p, &freed) : 0;
+  return stand_in ? (freed ? 0 : stand_in) : hk_huge_usable_size(p);
 }
 
 static void *realloc_move(void *p, size_t old_size, size_t size) {
@@ -176,7 +210,7 @@ void *hk_realloc(void *p, size_t size) {
     hk_free_fast(p);
     return NULL;
   }
-  uintptr_t cls = hk_class_map_lookup(p);
+  uintptr_t cls = class_in(hk_class_map_lookup(p));
   if (cls - 1 < HK_NCLASS) {
     if (!hk_on_boundary(p, cls) || hk_is_free(p) || hk_is_home(p) || hk_is_spare(p) ||
         (HAK_HARDENED && *hk_canary_at(p, cls) != hk_canary(p)))
@@ -184,7 +218,9 @@ void *hk_realloc(void *p, size_t size) {
     return realloc_small(p, hk_classes[cls].size - HK_CANARY, size);
   }
   if (cls != HK_MAP_HUGE) hk_misuse("realloc", p, cls);
-  size_t stand_in = hk_prof_on ? hk_prof_stand_in(p) : 0;  /* kept as the block it stands for */
+  bool freed;
+  size_t stand_in = hk_prof_on ? hk_prof_stand_in(p, &freed) : 0;  /* kept as the block it stands for */
+  if (freed) hk_misuse("realloc", p, cls);
   if (stand_in) return realloc_small(p, stand_in, size);
   size_t old_size;
   ptrdiff_t grown;
@@ -205,6 +241,7 @@ void *hk_realloc(void *p, size_t size) {
 void hk_misuse(const char *call, const void *p, uintptr_t cls) {
   size_t size = 0;
   bool live = false;
+  cls = class_in(cls);
   if (cls - 1 < HK_NCLASS) {
     /* before a slab's first block: no block at all */
     size = (uint16_t)(uintptr_t)p < hk_classes[cls].first ? 0 : hk_classes[cls].size - HK_CANARY;
@@ -214,6 +251,8 @@ void hk_misuse(const char *call, const void *p, uintptr_t cls) {
                  size);
       abort();
     }
+  } else if (cls == HK_MAP_HUGE && hk_prof_on && (size = hk_prof_stand_in(p, &live)) && live) {
+    live = false;  /* a stand-in the heap profile kept from its free */
   } else if ((size = hk_superslab_block_of(p, &live))) {
     size -= HK_CANARY;
   } else {

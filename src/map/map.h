@@ -9,6 +9,9 @@
 #define HK_MAP_HUGE 255                        /* class map: the first unit of a huge block */
 #define HK_MAP_SUPERSLAB 254                   /* class map: the header unit of a SuperSlab */
 #define HK_MAP_REGION 253                      /* class map: the header unit of a huge region */
+#define HK_MAP_SAMPLED 128                     /* class map: added to a large class's entry while the
+                                                  heap profile has its block sampled (api/alloc.c) */
+_Static_assert(HK_NCLASS < HK_MAP_SAMPLED, "a sampled class's entry is not a class");
 
 /* What free's fast path reads, together so that one base address serves. */
 typedef struct hk_fast {

@@ -16,10 +16,14 @@
  * Call sites of distinct sizes, and heaps that grow, are measured without
  * bias.
  *
- * A sampled block is a huge block (its class map entry sends free to the
- * slow path, where its record goes), of the usable size of the class the
- * request would have had; its record keeps that size for
- * malloc_usable_size and realloc.  Each sample stands for its crossings
+ * A sampled block's free reaches the slow path, where its record goes: a
+ * huge block's does, and a large class's block is flagged in the class
+ * map (api/alloc.c).  A small class's block shares its unit, so a huge
+ * block of the class's usable size is sampled in its place: a stand-in,
+ * whose record keeps that size for malloc_usable_size and realloc.  Freed,
+ * up to KEPT_MAX stand-ins of a size are kept for that size's next samples,
+ * with their records, which tell a second free (the heap's statistics count
+ * them as huge blocks in use).  Each sample stands for its crossings
  * times the sampling period in bytes; the dump converts these estimates to
  * the counts whose unsampling by pprof (heap_v2: divide by 1 - exp(-size /
  * period)) gives them back.
@@ -47,6 +51,7 @@
 #define RECORD_BITS 18
 #define RECORDS (1u << RECORD_BITS)  /* live sampled blocks: 128 GiB of heap at the default period */
 #define LEAKS_SHOWN 10        /* stacks in the leak report */
+#define KEPT_MAX 4            /* freed stand-ins kept per small class */
 
 typedef struct stack {
   uint64_t hash;              /* 0: a free slot */
@@ -60,6 +65,7 @@ typedef struct record {
   uint32_t stack, crossings;
   size_t size;                /* usable bytes, for the weights */
   uint32_t stand_in;          /* a huge block standing for a class's block: its usable size; else 0 */
+  bool kept;                  /* a stand-in freed, kept for a later sample: not live */
 } record_t;
 
 bool hk_prof_on;
@@ -70,6 +76,8 @@ static double period;
 static double live_bytes;     /* estimated bytes of the live sampled blocks, all stacks */
 static double next_dump;      /* HAKMEM_PROF_INTERVAL_MB: live_bytes at the next numbered dump */
 static unsigned dumps;
+static void *kept[HK_NCLASS + 1];  /* by class: stand-ins kept, linked through their first word */
+static uint8_t kept_count[HK_NCLASS + 1];
 static __thread int64_t countdown __attribute__((tls_model("initial-exec")));
 static __thread uint64_t rng __attribute__((tls_model("initial-exec")));
 static __thread bool in_prof __attribute__((tls_model("initial-exec")));  /* backtrace may allocate */
@@ -222,9 +230,16 @@ static inline __attribute__((always_inline)) int libc_backtrace(void **pc, int m
   return n;
 }
 
-bool hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) {
+void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) {
   void *pc[DEPTH + SKIP];
+  unsigned cls = stand_in ? hk_size_to_class(stand_in + HK_CANARY) : 0;
   hk_lock(&lock);
+  bool reused = !p;
+  if (reused && !(p = kept[cls])) {
+    hk_unlock(&lock);
+    return NULL;
+  }
+  if (reused) kept[cls] = *(void **)p, kept_count[cls]--;
   int n = (int)hk_unwind(pc, DEPTH + SKIP);
   if (!n) {  /* a frame whose rule the walker does not keep */
     hk_unlock(&lock);
@@ -240,23 +255,27 @@ bool hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) {
   int top = n > SKIP ? SKIP : n;
   while (top < n && (uintptr_t)pc[top] >= own_lo && (uintptr_t)pc[top] < own_hi) top++;
   stack_t *s = stack_of(pc + top, (unsigned)(n - top));
-  record_t *r = s ? record_at((uintptr_t)p) : NULL;
+  record_t *r = s ? record_at((uintptr_t)p) : NULL;  /* a kept stand-in's own */
   if (r) {
-    *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, size, (uint32_t)stand_in};
-    count_record((uintptr_t)p, 1);
+    if (!reused) count_record((uintptr_t)p, 1);
+    *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, size, (uint32_t)stand_in, false};
     weigh(s, r, 1);
+  } else if (reused) {
+    *(void **)p = kept[cls], kept[cls] = p, kept_count[cls]++;
   }
   bool due = r && next_dump && live_bytes >= next_dump;
   hk_unlock(&lock);
   if (due) dump_numbered();
-  return r != NULL;
+  return r ? p : NULL;
 }
 
-size_t hk_prof_stand_in(const void *p) {
+size_t hk_prof_stand_in(const void *p, bool *freed) {
+  *freed = false;
   if (!maybe_recorded(p)) return 0;
   hk_lock(&lock);
   record_t *r = record_at((uintptr_t)p);
   size_t usable = r && r->p ? r->stand_in : 0;
+  *freed = usable && r->kept;
   hk_unlock(&lock);
   return usable;
 }
@@ -276,16 +295,27 @@ void hk_prof_moved(const void *from, void *to) {
   hk_unlock(&lock);
 }
 
-void hk_prof_forget(const void *p) {
-  if (!maybe_recorded(p)) return;
+hk_prof_freed_t hk_prof_forget(void *p) {
+  if (!maybe_recorded(p)) return HK_PROF_UNSAMPLED;
   hk_lock(&lock);
   record_t *r = record_at((uintptr_t)p);
-  if (r && r->p) {
+  hk_prof_freed_t what = HK_PROF_UNSAMPLED;
+  unsigned cls = r && r->p && r->stand_in ? hk_size_to_class(r->stand_in + HK_CANARY) : 0;
+  if (r && r->p && r->kept) {
+    what = HK_PROF_FREED_TWICE;
+  } else if (r && r->p) {
     weigh(&stacks[r->stack], r, -1);
-    record_remove(r);
-    count_record((uintptr_t)p, -1);
+    what = cls && kept_count[cls] < KEPT_MAX ? HK_PROF_KEPT : HK_PROF_FORGOTTEN;
+    if (what == HK_PROF_KEPT) {
+      r->kept = true;
+      *(void **)p = kept[cls], kept[cls] = p, kept_count[cls]++;
+    } else {
+      record_remove(r);
+      count_record((uintptr_t)p, -1);
+    }
   }
   hk_unlock(&lock);
+  return what;
 }
 
 /* ---- the profile's text ------------------------------------------------------- */

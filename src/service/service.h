@@ -38,11 +38,13 @@ HK_HIDDEN void hk_prof_init(void);
 HK_HIDDEN unsigned hk_prof_count(size_t bytes);  /* bytes handed out: the samples they cross */
 /* Records p, a block of `size` usable bytes taken for a sample of that
  * weight; stand_in: the usable size of the class's block a huge block
- * stands for, else 0.  False if the tables are full. */
-HK_HIDDEN bool hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings);
-HK_HIDDEN size_t hk_prof_stand_in(const void *p);     /* p's stand_in; 0 if p is not sampled */
+ * stands for, else 0.  p NULL: a stand-in kept from a free, if one is.
+ * Returns the block recorded; NULL if none is or the tables are full. */
+HK_HIDDEN void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings);
+HK_HIDDEN size_t hk_prof_stand_in(const void *p, bool *freed);  /* p's stand_in (kept if *freed); 0 if none */
 HK_HIDDEN void hk_prof_moved(const void *from, void *to);  /* a huge block moved by realloc */
-HK_HIDDEN void hk_prof_forget(const void *p);         /* p is freed */
+typedef enum { HK_PROF_UNSAMPLED, HK_PROF_FORGOTTEN, HK_PROF_KEPT, HK_PROF_FREED_TWICE } hk_prof_freed_t;
+HK_HIDDEN hk_prof_freed_t hk_prof_forget(void *p);  /* p is freed: what its record said, and became */
 HK_HIDDEN void hk_prof_at_exit(void);
 /* The return addresses of the caller's frame and those above it, up to max,
  * as backtrace() gives them, from rules kept per address (unwind.c); 0 if
