@@ -21,8 +21,8 @@
  * map (api/alloc.c).  A small class's block shares its unit, so a huge
  * block of the class's usable size is sampled in its place: a stand-in,
  * whose record keeps that size for malloc_usable_size and realloc.  Freed,
- * up to KEPT_MAX stand-ins of a size are kept for that size's next samples,
- * with their records, which tell a second free (the heap's statistics count
+ * up to KEPT_MAX stand-ins of a class are kept for its next samples, with
+ * their records, which tell a second free (the heap's statistics count
  * them as huge blocks in use).  Each sample stands for its crossings
  * times the sampling period in bytes; the dump converts these estimates to
  * the counts whose unsampling by pprof (heap_v2: divide by 1 - exp(-size /
@@ -76,7 +76,9 @@ static double period;
 static double live_bytes;     /* estimated bytes of the live sampled blocks, all stacks */
 static double next_dump;      /* HAKMEM_PROF_INTERVAL_MB: live_bytes at the next numbered dump */
 static unsigned dumps;
-static void *kept[HK_NCLASS + 1];  /* by class: stand-ins kept, linked through their first word */
+/* By class: the stand-ins kept, not linked through their memory, which the
+ * thread that freed them has in its cache, not the sampling one. */
+static void *kept[HK_NCLASS + 1][KEPT_MAX];
 static uint8_t kept_count[HK_NCLASS + 1];
 static __thread int64_t countdown __attribute__((tls_model("initial-exec")));
 static __thread uint64_t rng __attribute__((tls_model("initial-exec")));
@@ -233,13 +235,14 @@ static inline __attribute__((always_inline)) int libc_backtrace(void **pc, int m
 void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) {
   void *pc[DEPTH + SKIP];
   unsigned cls = stand_in ? hk_size_to_class(stand_in + HK_CANARY) : 0;
-  hk_lock(&lock);
   bool reused = !p;
-  if (reused && !(p = kept[cls])) {
+  if (!reused) __builtin_prefetch(&records[slot_of((uintptr_t)p)], 1);  /* a miss outside the lock */
+  hk_lock_spinning(&lock);
+  if (reused && !kept_count[cls]) {
     hk_unlock(&lock);
     return NULL;
   }
-  if (reused) kept[cls] = *(void **)p, kept_count[cls]--;
+  if (reused) p = kept[cls][--kept_count[cls]];
   int n = (int)hk_unwind(pc, DEPTH + SKIP);
   if (!n) {  /* a frame whose rule the walker does not keep */
     hk_unlock(&lock);
@@ -261,7 +264,7 @@ void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) 
     *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, size, (uint32_t)stand_in, false};
     weigh(s, r, 1);
   } else if (reused) {
-    *(void **)p = kept[cls], kept[cls] = p, kept_count[cls]++;
+    kept[cls][kept_count[cls]++] = p;
   }
   bool due = r && next_dump && live_bytes >= next_dump;
   hk_unlock(&lock);
@@ -272,7 +275,7 @@ void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) 
 size_t hk_prof_stand_in(const void *p, bool *freed) {
   *freed = false;
   if (!maybe_recorded(p)) return 0;
-  hk_lock(&lock);
+  hk_lock_spinning(&lock);
   record_t *r = record_at((uintptr_t)p);
   size_t usable = r && r->p ? r->stand_in : 0;
   *freed = usable && r->kept;
@@ -282,7 +285,7 @@ size_t hk_prof_stand_in(const void *p, bool *freed) {
 
 void hk_prof_moved(const void *from, void *to) {
   if (!maybe_recorded(from)) return;
-  hk_lock(&lock);
+  hk_lock_spinning(&lock);
   record_t *r = record_at((uintptr_t)from);
   if (r && r->p) {
     record_t moved = *r;
@@ -297,7 +300,8 @@ void hk_prof_moved(const void *from, void *to) {
 
 hk_prof_freed_t hk_prof_forget(void *p) {
   if (!maybe_recorded(p)) return HK_PROF_UNSAMPLED;
-  hk_lock(&lock);
+  __builtin_prefetch(&records[slot_of((uintptr_t)p)], 1);
+  hk_lock_spinning(&lock);
   record_t *r = record_at((uintptr_t)p);
   hk_prof_freed_t what = HK_PROF_UNSAMPLED;
   unsigned cls = r && r->p && r->stand_in ? hk_size_to_class(r->stand_in + HK_CANARY) : 0;
@@ -308,7 +312,7 @@ hk_prof_freed_t hk_prof_forget(void *p) {
     what = cls && kept_count[cls] < KEPT_MAX ? HK_PROF_KEPT : HK_PROF_FORGOTTEN;
     if (what == HK_PROF_KEPT) {
       r->kept = true;
-      *(void **)p = kept[cls], kept[cls] = p, kept_count[cls]++;
+      kept[cls][kept_count[cls]++] = p;
     } else {
       record_remove(r);
       count_record((uintptr_t)p, -1);
