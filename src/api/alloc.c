@@ -39,7 +39,8 @@ static size_t refilled(unsigned cls, size_t size) {
  * where its record goes.  A huge block's does; a large class's block has
  * its unit to itself, whose class map entry is flagged HK_MAP_SAMPLED until
  * then; a small class's block shares its unit, and a huge block of its
- * usable size is sampled in its place (p goes back to the thread's list). */
+ * usable size is sampled in its place (p goes back to the thread's list,
+ * where the refill left it). */
 static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size_t alignment, bool zero,
                                                      size_t bytes) {
   unsigned crossings = hk_prof_count(bytes);
@@ -58,7 +59,7 @@ static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size
       return p;
     }
   }
-  hk_free_fast(p);
+  hk_tcache_unpop(p, cls);
   return q;
 }
 

@@ -69,6 +69,18 @@ static inline __attribute__((always_inline)) void *hk_tcache_pop(unsigned cls) {
   return NULL;
 }
 
+/* Puts back p, which a pop or a refill of class cls just gave out, as if
+ * it had not: the list may hold one over its capacity until its next pop,
+ * but a block handed back is no sign of frees outpacing mallocs, and no
+ * overflow follows (the heap profile's samples, api/alloc.c). */
+static inline void hk_tcache_unpop(void *p, unsigned cls) {
+  hk_tcache_t *tc = &hk_tc;
+  hk_mark_free(p);
+  hk_set_next(p, tc->head[cls]);
+  tc->head[cls] = p;
+  tc->room[cls]--;
+}
+
 /* Takes one from class cls's room; true if below 0.  gcc 12 spends three
  * instructions when the result feeds a branch; on x86-64 the two it needs are
  * written out (the cache's TLS offset folded into head[]'s load). */
