@@ -182,7 +182,7 @@ size_t hk_usable_size(const void *p) {
   unsigned cls = (unsigned)class_in(hk_class_map_lookup(p));
   if (cls - 1u < HK_NCLASS) return hk_classes[cls].size - HK_CANARY;
   if (cls != HK_MAP_HUGE) return 0;
-  bool freed;
+  bool freed = false;
   size_t stand_in = hk_prof_on ? hk_prof_stand_in(p, &freed) : 0;
   return stand_in ? (freed ? 0 : stand_in) : hk_huge_usable_size(p);
 }
@@ -219,7 +219,7 @@ void *hk_realloc(void *p, size_t size) {
     return realloc_small(p, hk_classes[cls].size - HK_CANARY, size);
   }
   if (cls != HK_MAP_HUGE) hk_misuse("realloc", p, cls);
-  bool freed;
+  bool freed = false;
   size_t stand_in = hk_prof_on ? hk_prof_stand_in(p, &freed) : 0;  /* kept as the block it stands for */
   if (freed) hk_misuse("realloc", p, cls);
   if (stand_in) return realloc_small(p, stand_in, size);
