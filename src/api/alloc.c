@@ -59,7 +59,7 @@ static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size
       return p;
     }
   }
-  hk_tcache_unpop(p, cls);
+  if (!hk_tcache_unpop(p, cls)) hk_free_fast(p);
   return q;
 }
 

@@ -72,13 +72,16 @@ static inline __attribute__((always_inline)) void *hk_tcache_pop(unsigned cls) {
 /* Puts back p, which a pop or a refill of class cls just gave out, as if
  * it had not: the list may hold one over its capacity until its next pop,
  * but a block handed back is no sign of frees outpacing mallocs, and no
- * overflow follows (the heap profile's samples, api/alloc.c). */
-static inline void hk_tcache_unpop(void *p, unsigned cls) {
+ * overflow follows (the heap profile's samples, api/alloc.c).  False if
+ * the thread has no cache (exited, or none to be had): p is not taken. */
+static inline bool hk_tcache_unpop(void *p, unsigned cls) {
   hk_tcache_t *tc = &hk_tc;
+  if (tc->state != HK_TC_ACTIVE) return false;
   hk_mark_free(p);
   hk_set_next(p, tc->head[cls]);
   tc->head[cls] = p;
   tc->room[cls]--;
+  return true;
 }
 
 /* Takes one from class cls's room; true if below 0.  gcc 12 spends three
