@@ -80,6 +80,7 @@ static unsigned dumps;
  * thread that freed them has in its cache, not the sampling one. */
 static void *kept[HK_NCLASS + 1][KEPT_MAX];
 static uint8_t kept_count[HK_NCLASS + 1];
+static void keep(unsigned cls, void *p) { kept[cls][kept_count[cls]++] = p; }  /* under the lock */
 static __thread int64_t countdown __attribute__((tls_model("initial-exec")));
 static __thread uint64_t rng __attribute__((tls_model("initial-exec")));
 static __thread bool in_prof __attribute__((tls_model("initial-exec")));  /* backtrace may allocate */
@@ -264,7 +265,7 @@ void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) 
     *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, size, (uint32_t)stand_in, false};
     weigh(s, r, 1);
   } else if (reused) {
-    kept[cls][kept_count[cls]++] = p;
+    keep(cls, p);
   }
   bool due = r && next_dump && live_bytes >= next_dump;
   hk_unlock(&lock);
@@ -312,7 +313,7 @@ hk_prof_freed_t hk_prof_forget(void *p) {
     what = cls && kept_count[cls] < KEPT_MAX ? HK_PROF_KEPT : HK_PROF_FORGOTTEN;
     if (what == HK_PROF_KEPT) {
       r->kept = true;
-      kept[cls][kept_count[cls]++] = p;
+      keep(cls, p);
     } else {
       record_remove(r);
       count_record((uintptr_t)p, -1);
