@@ -241,8 +241,9 @@ void *hk_realloc(void *p, size_t size) {
  * its SuperSlab or region is still recognised as freed. */
 void hk_misuse(const char *call, const void *p, uintptr_t cls) {
   size_t size = 0;
-  bool live = false;
+  bool live = false, kept = false;  /* kept: a stand-in the heap profile kept from its free */
   cls = class_in(cls);
+  size_t stand_in = cls == HK_MAP_HUGE && hk_prof_on ? hk_prof_stand_in(p, &kept) : 0;
   if (cls - 1 < HK_NCLASS) {
     /* before a slab's first block: no block at all */
     size = (uint16_t)(uintptr_t)p < hk_classes[cls].first ? 0 : hk_classes[cls].size - HK_CANARY;
@@ -252,8 +253,8 @@ void hk_misuse(const char *call, const void *p, uintptr_t cls) {
                  size);
       abort();
     }
-  } else if (cls == HK_MAP_HUGE && hk_prof_on && (size = hk_prof_stand_in(p, &live)) && live) {
-    live = false;  /* a stand-in the heap profile kept from its free */
+  } else if (kept) {
+    size = stand_in;
   } else if ((size = hk_superslab_block_of(p, &live))) {
     size -= HK_CANARY;
   } else {
