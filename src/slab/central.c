@@ -7,6 +7,7 @@
  * batch when its own has none, but a producer (never gave back blocks of
  * 1 KiB or less) takes only spare ones: borrowed batches mix both cores'
  * blocks in the same pages (half the speed: docs/DESIGN.md, Producers).
+ * A CPU whose batches go to others walks them once, to note their lanes.
  * Large classes bypass it, but 32-256 KiB blocks sent back over a thread's
  * budget wait as spares under the class lock, sparing the SuperSlab's header
  * and arena lock (docs/DESIGN.md, Spare large blocks). */
@@ -14,10 +15,18 @@
 #include <sched.h>
 #include "slab/slab.h"
 
+/* A parked batch.  Its chain was written by the CPU that freed it: a walk
+ * from another CPU waits for each link in turn, so the parking thread, which
+ * has the blocks in its cache, notes where each of HK_LANES lanes starts
+ * (every count / HK_LANES blocks) and the taking one fetches the lanes side
+ * by side (docs/DESIGN.md, Lanes). */
+#define HK_LANES 32
+#define HK_LANE_MIN 4  /* blocks a lane must have to be worth noting */
 typedef struct hk_batch {
   void *head;
   unsigned count;
-  const void *owner;       /* the thread cache that parked it */
+  const void *owner;            /* the thread cache that parked it */
+  int32_t lane[HK_LANES - 1];   /* lane j + 1's first block, (block - head) / 16; 0: not noted */
 } hk_batch_t;
 
 /* A CPU's class slots: up to HK_TRANSFER_SLOTS batches, at most
@@ -29,7 +38,7 @@ typedef struct hk_transfer {
   pthread_mutex_t lock;
   unsigned n;              /* written under the lock, read without it as a hint (set_count) */
   bool active;             /* taken from or given to since the last purge tick */
-  int8_t balance;          /* batches parked here against those threads on this CPU took */
+  int8_t balance;          /* batches parked here against those threads on this CPU took (hint: as n) */
   size_t parked;           /* blocks in the slots */
 } __attribute__((aligned(HK_CACHELINE))) hk_transfer_t;
 
@@ -47,8 +56,11 @@ typedef struct hk_central {
 static hk_central_t central[HK_NCLASS + 1] = {[0 ... HK_NCLASS] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static hk_transfer_t transfer[HK_CPU_SETS][HK_SMALL_CLASSES] = {
     [0 ... HK_CPU_SETS - 1] = {[0 ... HK_SMALL_CLASSES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}}};
-/* The slots, every class's at one depth together: touched only as filled. */
-static hk_batch_t batches[HK_CPU_SETS][HK_TRANSFER_SLOTS][HK_SMALL_CLASSES];
+/* The slots, every class's at one depth together: touched only as filled.
+ * One CPU's set is here; more are mapped at start, as many as CPUs. */
+typedef hk_batch_t hk_slot_set_t[HK_TRANSFER_SLOTS][HK_SMALL_CLASSES];
+static hk_slot_set_t first_set;
+static hk_slot_set_t *batches = &first_set;
 static unsigned ncpu_slots = 1;  /* sets of slots in use: one per CPU, up to HK_CPU_SETS */
 /* Large classes' slab counts, kept without the class lock: statistics (relaxed). */
 static struct {
@@ -61,13 +73,57 @@ static atomic_size_t spare_bytes;  /* in the spares of every large class; writte
 
 void hk_central_init(unsigned cpus) {
   if (HK_FIRST_LARGE_CLASS > HK_SMALL_CLASSES) hk_fatal("class table larger than the transfer slots", NULL);
-  ncpu_slots = hk_max(hk_min(cpus, HK_CPU_SETS), 1u);
+  unsigned sets = hk_max(hk_min(cpus, HK_CPU_SETS), 1u);
+  hk_slot_set_t *mapped = sets > 1 ? hk_os_map_aligned(sets * sizeof *batches, HK_PAGE_SIZE, 0) : NULL;
+  if (mapped) {  /* else one set for all CPUs */
+    batches = mapped;
+    ncpu_slots = sets;
+  }
 }
 
 unsigned hk_central_cpu_sets(void) { return ncpu_slots; }
 
 /* Slot i of CPU set `set`'s slots of class cls. */
 static hk_batch_t *slot_of(unsigned set, unsigned cls, unsigned i) { return &batches[set][i][cls]; }
+
+/* Notes where b's lanes start: the chain's own links, walked by the thread
+ * that parks it, whose cache has them, up to a block not marked free (the
+ * pops say which).  A lane too far from the head is left to the pops. */
+static void note_lanes(hk_batch_t *b, ptrdiff_t size) {
+  unsigned stride = b->count / HK_LANES;
+  if (stride < HK_LANE_MIN) return;
+  const uint8_t *p = b->head;
+  unsigned jumps = 0;
+  for (unsigned j = 0; j < HK_LANES - 1; j++) {
+    for (unsigned i = 0; i < stride; i++) {
+      if (!hk_is_free(p)) return;
+      const uint8_t *n = hk_next(p);
+      jumps += n - p != size && p - n != size;
+      p = n;
+    }
+    if (j == 0 && jumps <= 1) return;  /* in address order: the CPU's prefetcher follows it */
+    ptrdiff_t bytes = p - (const uint8_t *)b->head;
+    if (bytes % 16 == 0 && bytes / 16 == (int32_t)(bytes / 16)) b->lane[j] = (int32_t)(bytes / 16);
+  }
+}
+
+/* Brings a batch just taken into this CPU's cache, its lanes side by side,
+ * each stopping at the next one's start or at a block not marked free (the
+ * pops then say which). */
+static void fetch_lanes(const hk_batch_t *b) {
+  unsigned stride = b->count / HK_LANES;
+  if (stride < HK_LANE_MIN || !b->lane[0]) return;  /* none noted */
+  const void *at[HK_LANES] = {b->head};
+  for (unsigned j = 1; j < HK_LANES; j++) at[j] = b->lane[j - 1] ? (const uint8_t *)b->head + (ptrdiff_t)b->lane[j - 1] * 16 : NULL;
+  for (unsigned i = 0; i < stride; i++)
+    for (unsigned j = 0; j < HK_LANES; j++) {
+      const void *p = at[j];
+      if (!p) continue;
+      __builtin_prefetch(p, 1, 3);
+      at[j] = hk_is_free(p) ? hk_next(p) : NULL;
+    }
+  __asm__ volatile("" : : "r"(at) : "memory");  /* the loads are the point: kept */
+}
 
 /* The most blocks a CPU parks of a class: HK_TRANSFER_LISTS full thread
  * cache lists (lean mode: HK_TRANSFER_SLOTS_LEAN batches of any size). */
@@ -165,6 +221,13 @@ static void set_count(hk_transfer_t *t, unsigned n) { __atomic_store_n(&t->n, n,
 #define HK_BALANCE_LIMIT 8
 #define HK_PRODUCER_MAX 1024  /* block sizes whose producers keep to their CPU */
 
+/* Moves a set of slots' balance by `by`, within ±HK_BALANCE_LIMIT (under its
+ * lock; read without it as a hint, hk_central_put). */
+static void move_balance(hk_transfer_t *t, int by) {
+  int b = hk_max(hk_min(t->balance + by, HK_BALANCE_LIMIT), -HK_BALANCE_LIMIT);
+  __atomic_store_n(&t->balance, (int8_t)b, __ATOMIC_RELAXED);
+}
+
 /* Pops the newest batch parked in CPU set `set`'s slots of class cls, if
  * any; `apart`: another CPU's, to a producer of small blocks, which takes
  * only spares (balance above 0, or more than half the blocks it may). */
@@ -173,7 +236,7 @@ static bool transfer_pop(unsigned set, unsigned cls, hk_batch_t *b, bool local, 
   if (__atomic_load_n(&t->n, __ATOMIC_RELAXED) == 0) return false;  /* a hint: checked again under the lock */
   hk_lock(&t->lock);
   bool got = t->n != 0 && (!apart || t->balance > 0 || t->parked > parked_max(cls) / 2);
-  if (got && local) t->balance = (int8_t)hk_max(t->balance - HK_BALANCE_TAKE, -HK_BALANCE_LIMIT);
+  if (got && local) move_balance(t, -HK_BALANCE_TAKE);
   if (got) {  /* a producer refused another CPU's batches leaves them idle: purged at the tick */
     *b = *slot_of(set, cls, t->n - 1);
     set_count(t, t->n - 1);
@@ -236,6 +299,7 @@ unsigned hk_central_take(unsigned cls, unsigned arena, unsigned want, void **cha
   for (unsigned i = 0; i < ncpu_slots; i++) {
     hk_batch_t b;
     if (transfer_pop((mine + i) % ncpu_slots, cls, &b, i == 0, i != 0 && keep_apart)) {
+      fetch_lanes(&b);  /* lanes noted: the parker meant it for another CPU */
       *chain = b.head;
       *parker = b.owner;
       return b.count;
@@ -382,13 +446,18 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
   /* Each parked block keeps its slab resident: lean mode parks fewer. */
   unsigned set = my_slots();
   hk_transfer_t *t = &transfer[set][cls];
+  hk_batch_t batch = {.head = chain, .count = count, .owner = owner};
+  /* Lanes serve threads on other CPUs, which take this CPU's spare batches
+   * (balance above 0: a hint read unlocked); its own threads have the blocks
+   * in cache, and a walk would cost them (up to 23 cycles a block). */
+  if (__atomic_load_n(&t->balance, __ATOMIC_RELAXED) > 0) note_lanes(&batch, (ptrdiff_t)hk_classes[cls].size);
   hk_lock(&t->lock);
   t->active = true;
   bool parked = hk_opt.mem_lean ? t->n < HK_TRANSFER_SLOTS_LEAN
                                 : t->n < HK_TRANSFER_SLOTS && t->parked + count <= parked_max(cls);
   if (parked) {
-    *slot_of(set, cls, t->n) = (hk_batch_t){chain, count, owner};
-    t->balance = (int8_t)hk_min(t->balance + HK_BALANCE_PARK, HK_BALANCE_LIMIT);
+    *slot_of(set, cls, t->n) = batch;
+    move_balance(t, HK_BALANCE_PARK);
     set_count(t, t->n + 1);
     t->parked += count;
   }
@@ -413,7 +482,7 @@ static bool purge_class(unsigned cls, int mode) {
   bool pending = false;
   for (unsigned i = 0; i < ncpu_slots; i++) {
     hk_transfer_t *t = &transfer[i][cls];
-    hk_batch_t out[HK_TRANSFER_SLOTS];
+    void *out[HK_TRANSFER_SLOTS];  /* the batches' chains */
     unsigned n = 0;
     hk_lock(&t->lock);
     if (mode == HK_PURGE_DUE && t->active) {
@@ -421,14 +490,14 @@ static bool purge_class(unsigned cls, int mode) {
       pending |= t->n != 0;
     } else {
       n = t->n;
-      for (unsigned k = 0; k < n; k++) out[k] = *slot_of(i, cls, k);
+      for (unsigned k = 0; k < n; k++) out[k] = slot_of(i, cls, k)->head;
       set_count(t, 0);
       t->parked = 0;
     }
     hk_unlock(&t->lock);
     if (n == 0) continue;
     hk_lock(&c->lock);
-    while (n) put_chain(c, cls, out[--n].head, mode == HK_PURGE_DUE);  /* the kept slab: below */
+    while (n) put_chain(c, cls, out[--n], mode == HK_PURGE_DUE);  /* the kept slab: below */
     hk_unlock(&c->lock);
   }
   hk_lock(&c->lock);

@@ -8,7 +8,11 @@
  * Each case runs in a fresh process (this program again) with two threads
  * pinned to two CPUs: a freer on the second parks 64-byte blocks there, and
  * a taker on the first allocates; the case checks whether the taker got
- * blocks the freer parked.  Skipped on a machine with one CPU. */
+ * blocks the freer parked.  Skipped on a machine with one CPU.
+ *
+ * Spare batches freed out of address order carry lanes, which the taking
+ * thread walks side by side before its pops: a block written after its
+ * free must stop that walk and be reported by the pops, not followed. */
 #include "testutil.h"
 
 #include <sched.h>
@@ -44,12 +48,24 @@ static void free_from(size_t first, size_t n) {
   nparked = n;
 }
 
+/* Frees all the blocks 7 apart (7 is prime to BLOCKS): no two freed one
+ * after the other are neighbours.  `written`: then writes over the first 16
+ * bytes of those freed first, all parked (the list keeps at most 512). */
+static void free_scattered(bool written) {
+  for (size_t i = 0; i < BLOCKS; i++) parked[i] = held[i * 7 % BLOCKS];
+  nparked = BLOCKS;
+  for (size_t i = 0; i < BLOCKS; i++) free(parked[i]);
+  for (size_t i = 0; written && i < BLOCKS - 512; i++) memset(parked[i], 0x41, 16);
+}
+
 /* On the second CPU.  "taken": the CPU's threads take back what it parks,
  * round after round, then it parks half the blocks.  "spare": it parks them
- * all, and nobody there takes them.  Stays alive (its cache with it) until
- * the taker is done. */
+ * all, and nobody there takes them; "scattered" and "written" likewise, in
+ * free_scattered's order.  Stays alive (its cache with it) until the taker
+ * is done. */
 static void *freer(void *arg) {
   bool taken_back = strcmp(arg, "taken") == 0;
+  bool written = strcmp(arg, "written") == 0;
   pin(cpus[1]);
   for (size_t i = 0; i < BLOCKS; i++) CHECK((held[i] = malloc(SIZE)) != NULL);
   for (int r = 0; taken_back && r < ROUNDS; r++) {
@@ -57,6 +73,7 @@ static void *freer(void *arg) {
     for (size_t i = 0; i < BLOCKS; i++) CHECK((held[i] = malloc(SIZE)) != NULL);
   }
   if (taken_back) free_from(0, BLOCKS / 2);
+  else if (written || strcmp(arg, "scattered") == 0) free_scattered(written);
   else free_from(0, BLOCKS);
   pthread_barrier_wait(&freed);
   pthread_barrier_wait(&taken);
@@ -77,6 +94,7 @@ static size_t take(bool frees_first) {
   for (int i = 0; i < TAKES; i++) {
     CHECK((got[i] = malloc(SIZE)) != NULL);
     hits += was_parked(got[i]);
+    for (int j = 0; j < i; j++) CHECK(got[j] != got[i]);  /* none handed out twice */
   }
   for (int i = 0; i < TAKES; i++) free(got[i]);
   return hits;
@@ -128,6 +146,22 @@ static void producer_takes_spare_batches(void) { CHECK(run_case("spare/producer"
  * its own CPU has none. */
 static void freeing_thread_takes_batches(void) { CHECK(run_case("taken/freeing") != 0); }
 
+/* Spare batches out of address order: taken, each block once. */
+static void scattered_batches_are_taken(void) { CHECK(run_case("scattered/producer") != 0); }
+
+/* The same with blocks written after their free: the taker's malloc reports
+ * one and aborts, where a walk that followed the written links would crash. */
+static void written_block_in_lanes_is_reported(void) {
+  child_result_t res;
+  run_self("written/producer", NULL, 60, &res);
+  if (WIFEXITED(res.status) && WEXITSTATUS(res.status) == UNPINNED) {
+    NOTE("threads cannot be pinned to CPUs here: case left out");
+    return;
+  }
+  CHECK_MSG(WIFSIGNALED(res.status) && WTERMSIG(res.status) == SIGABRT, "%s: %s", describe_status(res.status), res.err);
+  CHECK_MSG(strstr(res.err, "hakmem: double free of") != NULL, "%s", res.err);
+}
+
 int main(int argc, char **argv) {
   test_init();
   CHECK_MSG(hakmem_active(), "this test needs hakmem");
@@ -144,5 +178,7 @@ int main(int argc, char **argv) {
   RUN(producer_leaves_taken_batches);
   RUN(producer_takes_spare_batches);
   RUN(freeing_thread_takes_batches);
+  RUN(scattered_batches_are_taken);
+  RUN(written_block_in_lanes_is_reported);
   return 0;
 }
