@@ -38,7 +38,7 @@ typedef struct hk_transfer {
   pthread_mutex_t lock;
   unsigned n;              /* written under the lock, read without it as a hint (set_count) */
   bool active;             /* taken from or given to since the last purge tick */
-  int8_t balance;          /* batches parked here against those threads on this CPU took (hint: as n) */
+  int8_t balance;          /* batches parked here against those threads on this CPU took (as n: a hint unlocked) */
   size_t parked;           /* blocks in the slots */
 } __attribute__((aligned(HK_CACHELINE))) hk_transfer_t;
 
