@@ -96,7 +96,8 @@ static hk_batch_t *slot_of(unsigned set, unsigned cls, unsigned i) { return &bat
 
 /* Notes where b's lanes start: the chain's own links, walked by the thread
  * that parks it, whose cache has them, up to a block not marked free (the
- * pops say which).  A lane too far from the head is left to the pops. */
+ * pops say which).  Blocks lie 16-byte aligned (every class a multiple of
+ * 16); a lane too far from the head for 32 bits is left to the pops. */
 static void note_lanes(hk_batch_t *b, ptrdiff_t size) {
   unsigned stride = b->count / HK_LANES;
   if (stride < HK_LANE_MIN) return;
@@ -110,8 +111,8 @@ static void note_lanes(hk_batch_t *b, ptrdiff_t size) {
       p = n;
     }
     if (j == 0 && jumps <= 1) return;  /* in address order: the CPU's prefetcher follows it */
-    ptrdiff_t bytes = p - (const uint8_t *)b->head;
-    if (bytes % 16 == 0 && bytes / 16 == (int32_t)(bytes / 16)) b->lane[j] = (int32_t)(bytes / 16);
+    ptrdiff_t units = (p - (const uint8_t *)b->head) / 16;
+    if (units == (int32_t)units) b->lane[j] = (int32_t)units;
   }
 }
 
@@ -119,8 +120,8 @@ static void note_lanes(hk_batch_t *b, ptrdiff_t size) {
  * each stopping at the next one's start or at a block not marked free (the
  * pops then say which). */
 static void fetch_lanes(const hk_batch_t *b) {
+  if (!b->lane[0]) return;  /* none noted */
   unsigned stride = b->count / HK_LANES;
-  if (stride < HK_LANE_MIN || !b->lane[0]) return;  /* none noted */
   const void *at[HK_LANES] = {b->head};
   for (unsigned j = 1; j < HK_LANES; j++) at[j] = b->lane[j - 1] ? (const uint8_t *)b->head + (ptrdiff_t)b->lane[j - 1] * 16 : NULL;
   for (unsigned i = 0; i < stride; i++)
