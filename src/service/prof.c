@@ -48,8 +48,8 @@
 #define DEPTH 32              /* frames kept of a stack */
 #define SKIP 2                /* hk_prof_sample's frame and sampled()'s, which the router tail-calls */
 #define STACKS (1u << 14)     /* distinct stacks */
-#define RECORD_BITS 18
-#define RECORDS (1u << RECORD_BITS)  /* live sampled blocks: 128 GiB of heap at the default period */
+#define RECORD_BITS_FIRST 10   /* the records' table at start: 32 KiB */
+#define RECORD_BITS_MAX 19     /* 16 MiB: 393 216 live sampled blocks, 192 GiB of heap at the default period */
 #define LEAKS_SHOWN 10        /* stacks in the leak report */
 #define KEPT_MAX 4            /* freed stand-ins kept per small class */
 
@@ -71,7 +71,12 @@ typedef struct record {
 bool hk_prof_on;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static stack_t *stacks;
+/* Sized to the live samples, at most half full, so that its lookups stay in
+ * cache and its pages are touched as the samples need them (one table of the
+ * largest size hashed across took a page fault per new sample's address). */
 static record_t *records;
+static unsigned record_bits;
+static size_t record_count;
 static double period;
 static double live_bytes;     /* estimated bytes of the live sampled blocks, all stacks */
 static double next_dump;      /* HAKMEM_PROF_INTERVAL_MB: live_bytes at the next numbered dump */
@@ -153,13 +158,49 @@ static stack_t *stack_of(void *const *pc, unsigned n) {
   return NULL;
 }
 
-static size_t slot_of(uintptr_t p) { return hk_hash_index(p >> 4, RECORD_BITS); }
+static size_t slot_of(uintptr_t p, unsigned bits) { return hk_hash_index(p >> 4, bits); }
+static size_t record_mask(void) { return ((size_t)1 << record_bits) - 1; }
 
-/* The record of p, or its free slot (linear probing); NULL if the table is full. */
+/* Where p's record is out of the lock, for a prefetch: read relaxed, and a
+ * table the lock's holder replaces meanwhile is only a wasted prefetch. */
+static const void *record_hint(const void *p) {
+  record_t *table = __atomic_load_n(&records, __ATOMIC_RELAXED);
+  return &table[slot_of((uintptr_t)p, __atomic_load_n(&record_bits, __ATOMIC_RELAXED))];
+}
+
+/* The record of p, or its free slot (linear probing; one slot is always free). */
 static record_t *record_at(uintptr_t p) {
-  for (size_t i = slot_of(p), tries = 0; tries < RECORDS; i = (i + 1) % RECORDS, tries++)
-    if (records[i].p == p || !records[i].p) return &records[i];
-  return NULL;
+  size_t i = slot_of(p, record_bits);
+  while (records[i].p != p && records[i].p) i = (i + 1) & record_mask();
+  return &records[i];
+}
+
+/* The table at twice its size, its records hashed anew; false if there is no memory for it. */
+static bool records_grow(void) {
+  unsigned bits = record_bits + 1;
+  record_t *old = records, *table = hk_os_map_aligned(sizeof *table << bits, HK_PAGE_SIZE, 0);
+  if (!table) return false;
+  for (size_t i = 0; i <= record_mask(); i++) {
+    if (!old[i].p) continue;
+    size_t j = slot_of(old[i].p, bits);
+    while (table[j].p) j = (j + 1) & (((size_t)1 << bits) - 1);
+    table[j] = old[i];
+  }
+  __atomic_store_n(&records, table, __ATOMIC_RELAXED);
+  __atomic_store_n(&record_bits, bits, __ATOMIC_RELAXED);
+  hk_os_unmap(old, sizeof *old << (bits - 1));
+  return true;
+}
+
+/* p's record, made if new (counted, its fields the caller's); NULL if the table is full. */
+static record_t *record_add(uintptr_t p) {
+  record_t *r = record_at(p);
+  if (r->p) return r;
+  size_t size = record_mask() + 1;  /* grown at half full; three quarters where it cannot grow */
+  if (record_count >= size / 2 && (record_bits == RECORD_BITS_MAX || !records_grow()) && record_count >= size / 4 * 3)
+    return NULL;
+  record_count++;
+  return record_at(p);
 }
 
 /* The live records per address hash: a filter, read without the lock, that
@@ -182,8 +223,9 @@ static void count_record(uintptr_t p, int delta) {
 static void record_remove(record_t *r) {
   size_t hole = (size_t)(r - records);
   records[hole].p = 0;
-  for (size_t i = (hole + 1) % RECORDS; records[i].p; i = (i + 1) % RECORDS) {
-    size_t home = slot_of(records[i].p);
+  record_count--;
+  for (size_t i = (hole + 1) & record_mask(); records[i].p; i = (i + 1) & record_mask()) {
+    size_t home = slot_of(records[i].p, record_bits);
     /* i stays if its home lies cyclically in (hole, i] */
     if ((i > hole) ? (home > hole && home <= i) : (home > hole || home <= i)) continue;
     records[hole] = records[i];
@@ -237,7 +279,7 @@ void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) 
   void *pc[DEPTH + SKIP];
   unsigned cls = stand_in ? hk_size_to_class(stand_in + HK_CANARY) : 0;
   bool reused = !p;
-  if (!reused) __builtin_prefetch(&records[slot_of((uintptr_t)p)], 1);  /* a miss outside the lock */
+  if (!reused) __builtin_prefetch(record_hint(p), 1);  /* a miss outside the lock */
   hk_lock_spinning(&lock);
   if (reused && !kept_count[cls]) {
     hk_unlock(&lock);
@@ -259,7 +301,7 @@ void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) 
   int top = n > SKIP ? SKIP : n;
   while (top < n && (uintptr_t)pc[top] >= own_lo && (uintptr_t)pc[top] < own_hi) top++;
   stack_t *s = stack_of(pc + top, (unsigned)(n - top));
-  record_t *r = s ? record_at((uintptr_t)p) : NULL;  /* a kept stand-in's own */
+  record_t *r = s ? record_add((uintptr_t)p) : NULL;  /* a kept stand-in's own */
   if (r) {
     if (!reused) count_record((uintptr_t)p, 1);
     *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, size, (uint32_t)stand_in, false};
@@ -293,7 +335,7 @@ void hk_prof_moved(const void *from, void *to) {
     record_remove(r);
     count_record((uintptr_t)from, -1);
     moved.p = (uintptr_t)to;
-    if ((r = record_at(moved.p))) *r = moved, count_record(moved.p, 1);
+    if ((r = record_add(moved.p))) *r = moved, count_record(moved.p, 1);
     else weigh(&stacks[moved.stack], &moved, -1);
   }
   hk_unlock(&lock);
@@ -301,7 +343,7 @@ void hk_prof_moved(const void *from, void *to) {
 
 hk_prof_freed_t hk_prof_forget(void *p) {
   if (!maybe_recorded(p)) return HK_PROF_UNSAMPLED;
-  __builtin_prefetch(&records[slot_of((uintptr_t)p)], 1);
+  __builtin_prefetch(record_hint(p), 1);
   hk_lock_spinning(&lock);
   record_t *r = record_at((uintptr_t)p);
   hk_prof_freed_t what = HK_PROF_UNSAMPLED;
@@ -440,7 +482,8 @@ void hk_prof_init(void) {
   bool wanted = hk_opt.prof || hk_opt.prof_leaks || hk_option_from_env(&hk_opt.prof_sample);
   if (!wanted || !hk_opt.prof_sample) return;
   stacks = hk_os_map_aligned(STACKS * sizeof *stacks, HK_PAGE_SIZE, 0);
-  records = hk_os_map_aligned(RECORDS * sizeof *records, HK_PAGE_SIZE, 0);
+  record_bits = RECORD_BITS_FIRST;
+  records = hk_os_map_aligned(sizeof *records << record_bits, HK_PAGE_SIZE, 0);
   if (!stacks || !records) {
     hk_message("hakmem: heap profile off: no memory for its tables\n");
     return;

@@ -5,7 +5,7 @@
  * 60, 30 and 10 % of 200 MiB in blocks of 24 B to 600 KiB, interleaved, each
  * within 5 points of its share in `google-pprof --text` of hak_prof_dump's
  * profile; the one site of twelve whose blocks are not freed, first in the
- * leak report at exit (HAKMEM_PROF_LEAKS=1); a profile at exit
+ * leak report at exit (HAKMEM_PROF_LEAKS=1), and none of the others; a profile at exit
  * (HAKMEM_PROF), one at each 50 MiB of growth, and a forked child's
  * beside its parent's; and with every allocation
  * sampled, blocks as without sampling (usable sizes, alignment, realloc
@@ -212,6 +212,7 @@ int main(int argc, char **argv) {
   CHECK_MSG(!strncmp(frame + 1, "hakmem:   ", 10) && strstr(frame, "churn_0") &&
                 strstr(frame, "churn_0") < strstr(frame + 1, "\n"),
             "the first stack reported is not the leaking site's");
+  CHECK_MSG(!strstr(res.err, "churn_1"), "a site that freed its blocks is reported as leaking");
 
   char plain[] = "/tmp/hakmem-prof-plain-XXXXXX", sampled[] = "/tmp/hakmem-prof-sampled-XXXXXX";
   close(mkstemp(plain)), close(mkstemp(sampled));
