@@ -84,7 +84,7 @@ void hak_os_stats(hak_os_stats_t *out);
  * was true at some moment of the call (other threads' caches are read as
  * they are), and the call takes each lock it needs briefly, one at a time:
  * cheap enough to call once a second from a monitoring thread. */
-#define HAK_NCLASSES 112
+#define HAK_NCLASSES 116
 
 typedef struct hak_class_stats {
   size_t block_size;              /* bytes a block of the class can hold */

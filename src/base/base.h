@@ -117,7 +117,7 @@ static inline void hk_lock_spinning(pthread_mutex_t *m) {
 /* ---- the address space's layout ---------------------------------------------- */
 #define HK_UNIT_SHIFT 16                       /* 64 KiB: granule of the class map */
 #define HK_UNIT_SIZE ((size_t)1 << HK_UNIT_SHIFT)
-#define HK_NCLASS 112                          /* size classes 1..112; 0 = none */
+#define HK_NCLASS 116                          /* size classes 1..116; 0 = none */
 #define HK_TABLE_MAX 8192                      /* sizes looked up in hk_class_table */
 #define HK_CLASS_MAX ((size_t)1 << 20)         /* largest size class: 1 MiB */
 #define HK_SMALL_MAX (HK_CLASS_MAX - HK_CANARY) /* largest request the classes serve */
@@ -218,12 +218,22 @@ typedef struct hk_class_info {
 extern hk_class_info_t hk_classes[HK_NCLASS + 1] HK_HIDDEN;
 
 /* 16..256 B in steps of 16, then 8 classes per doubling up to 1 MiB: at most
- * 12.5 % of a block is lost to rounding (about 6 % on average). */
+ * 12.5 % of a block is lost to rounding (about 6 % on average).  And one
+ * class 16 B above each power of two from 512 B to 4 KiB (528, 1040, 2064,
+ * 4112): a power of two and a header (SQLite's 8-byte size prefix on a
+ * 1 KiB page) would lose 11 % to the next class; above 4 KiB, slabs of
+ * 64 KiB hold no more blocks of such a class than of the next one. */
+#define HK_ODD_FIRST 9                         /* 2^9 + 16 */
+#define HK_ODD_LAST 12                         /* 2^12 + 16 */
 /* Class of a size 1..HK_CLASS_MAX, by arithmetic (the table serves the fast path). */
 static inline unsigned hk_size_to_class(size_t n) {
   if (n <= 256) return n <= 16 ? 1 : (unsigned)((n + 15) >> 4);
   unsigned b = 63u - (unsigned)__builtin_clzl(n - 1);  /* n-1 in [2^b, 2^(b+1)) */
-  return 17u + (b - 8u) * 8u + (unsigned)((n - 1) >> (b - 3)) - 8u;
+  unsigned c = 17u + (b - 8u) * 8u + (unsigned)((n - 1) >> (b - 3)) - 8u;  /* the 8 per doubling */
+  if (b < HK_ODD_FIRST) return c;
+  if (b > HK_ODD_LAST) return c + HK_ODD_LAST - HK_ODD_FIRST + 1;
+  /* the odd classes of the powers below 2^b, and 2^b's own: n itself, or below n */
+  return n <= ((size_t)1 << b) + 16 ? 17u + (b - 8u) * 8u + b - HK_ODD_FIRST : c + b - HK_ODD_FIRST + 1;
 }
 
 /* Large classes (above HK_LARGE_MIN): one block per slab, no central cache,

@@ -5,10 +5,13 @@
 uint8_t hk_class_table[HK_TABLE_MAX + 1];
 hk_class_info_t hk_classes[HK_NCLASS + 1];
 
-static uint32_t class_size(unsigned c) {
-  if (c <= 16) return 16u * c;
-  unsigned d = (c - 17) / 8, j = (c - 17) % 8;
-  return (256u << d) + (j + 1) * (32u << d);
+/* The classes' sizes in order, as hk_size_to_class (base.h) numbers them. */
+static void class_sizes(uint32_t *size) {
+  unsigned c = 1;
+  for (uint32_t s = 16; c <= HK_NCLASS; s += s < 256 ? 16 : (uint32_t)1 << (28 - __builtin_clz(s))) {
+    size[c++] = s;
+    if (!(s & (s - 1)) && s >= 1u << HK_ODD_FIRST && s <= 1u << HK_ODD_LAST) size[c++] = s + 16;
+  }
 }
 
 /* Small classes: one 64 KiB unit per slab, so free() checks a boundary by the
@@ -29,9 +32,12 @@ static unsigned prewarm_count(uint32_t size) {
 }
 
 void hk_size_classes_init(void) {
+  uint32_t sizes[HK_NCLASS + 1] = {0};
+  class_sizes(sizes);
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
     hk_class_info_t *ci = &hk_classes[c];
-    uint32_t size = class_size(c);
+    uint32_t size = sizes[c];
+    hk_assert(hk_size_to_class(size) == c && hk_size_to_class(sizes[c - 1] + 1) == c, "a class and hk_size_to_class disagree");
     ci->size = size;
     ci->units = (uint8_t)slab_units(size);
     ci->capacity = (uint16_t)(ci->units * HK_UNIT_SIZE / size);
@@ -54,7 +60,10 @@ void hk_size_classes_init(void) {
     ci->batch = (uint16_t)hk_min(batch, hk_max((size_t)8192 / size, 2));
     ci->prewarm = (uint16_t)prewarm_count(size);
   }
-  for (unsigned i = 0; i <= HK_TABLE_MAX; i++) hk_class_table[i] = (uint8_t)hk_size_to_class(i == 0 ? 1 : i);
+  for (unsigned c = 1, n = 0; n <= HK_TABLE_MAX; n++) {  /* size 0 is served as size 1 */
+    if (n > hk_classes[c].size) c++;
+    hk_class_table[n] = (uint8_t)c;
+  }
 }
 
 void hk_class_magic_fill(uint32_t *magic, uint64_t *first) {

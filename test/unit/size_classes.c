@@ -8,7 +8,8 @@
 
 static const hk_class_info_t *info(unsigned c) { return &hk_classes[c]; }
 
-/* 16..256 B in steps of 16, then 8 classes per doubling up to 1 MiB. */
+/* 16..256 B in steps of 16, then 8 classes per doubling up to 1 MiB, and
+ * the odd classes 16 B above 512 B .. 4 KiB. */
 UNIT_TEST(class_sizes_increase_to_the_largest) {
   unsigned c;
   hk_size_classes_init();
@@ -24,6 +25,20 @@ UNIT_TEST(class_sizes_increase_to_the_largest) {
       CHECK_MSG((size - prev) * 8 <= prev, "class %u: step %u from %u is more than 1/8", c,
                 size - prev, prev);
   }
+}
+
+/* A power of two and a header of up to 16 B, from 512 B to 4 KiB, loses at
+ * most 16 B to rounding; 8 KiB and a header goes to the next of the 8. */
+UNIT_TEST(a_power_of_two_and_a_header_has_a_class) {
+  hk_size_classes_init();
+  for (size_t k = 9; k <= 12; k++) {
+    size_t pow = (size_t)1 << k;
+    CHECK_EQ(info(hk_size_to_class(pow))->size, pow);
+    CHECK_EQ(info(hk_size_to_class(pow + 8))->size, pow + 16);
+    CHECK_EQ(info(hk_size_to_class(pow + 16))->size, pow + 16);
+    CHECK_EQ(info(hk_size_to_class(pow + 17))->size, pow + pow / 8);
+  }
+  CHECK_EQ(info(hk_size_to_class(8192 + 8))->size, 8192 + 1024);
 }
 
 /* The smallest class that holds n, for every n; at most 15 bytes lost below
