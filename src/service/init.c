@@ -96,9 +96,14 @@ static void fork_child(void) { fork_after(true); }
 /* A thread's exit (its key's destructor): its cache goes back, its traffic
  * is printed if asked, and a tick runs if one is due. */
 static void thread_exit(void *arg) {
-  hk_tcache_t *tc = arg;
-  if (!hk_thread_exit()) return;
-  if (hk_opt.front_dump) hk_front_print("thread", tc->front);
+  (void)arg;
+  if (hk_opt.front_dump) {
+    hk_front_t counters[HK_NCLASS + 1];
+    if (!hk_thread_exit(counters)) return;
+    hk_front_print("thread", counters);
+  } else if (!hk_thread_exit(NULL)) {
+    return;
+  }
   hk_purge_poll();
 }
 

@@ -19,13 +19,53 @@ __thread hk_tcache_t hk_tc __attribute__((tls_model("initial-exec"))) = {.head =
  * copy it with hk_os_read, which fails without a fault (read_cache). */
 typedef struct registered {
   hk_tcache_t *tc;
-  pid_t tid;  /* its thread */
+  hk_front_t *front;  /* its counters */
+  pid_t tid;          /* its thread */
 } registered_t;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static registered_t *registry;
 static size_t registry_n, registry_cap;
 static pid_t registry_pid;  /* the process the registered threads are of */
 static hk_front_t exited[HK_NCLASS + 1];
+
+/* Threads' counters by class, in blocks of a pool under registry_lock: a
+ * thread's start copies its TLS block's image, and 5.6 KiB of counters
+ * there cost a thread that lives for one allocation 7 % of its time
+ * (thread_once).  A free block is zero and linked through its class 0,
+ * which no class uses; a thread without one (before its set-up, after its
+ * exit, or none to be had) counts into `unkept`, which no one reads. */
+#define FRONTS_CHUNK 8
+typedef hk_front_t fronts_t[HK_NCLASS + 1];
+static hk_front_t *fronts_free;
+static __thread hk_front_t unkept __attribute__((tls_model("initial-exec")));
+
+static hk_front_t *front(hk_tcache_t *tc, unsigned cls) { return tc->front ? &tc->front[cls] : &unkept; }
+
+static hk_front_t *fronts_take(void) {
+  if (!fronts_free) {
+    fronts_t *chunk = hk_os_map_aligned(FRONTS_CHUNK * sizeof(fronts_t), HK_PAGE_SIZE, 0);
+    if (!chunk) return NULL;
+    for (unsigned i = 0; i < FRONTS_CHUNK; i++) {
+      chunk[i][0].hits = (uintptr_t)fronts_free;
+      fronts_free = chunk[i];
+    }
+  }
+  hk_front_t *f = fronts_free;
+  fronts_free = (hk_front_t *)(uintptr_t)f[0].hits;
+  f[0].hits = 0;
+  return f;
+}
+
+/* A block's counters added to `exited`, then the block back to the pool,
+ * zero again where they were not. */
+static void fronts_give(hk_front_t *f) {
+  if (!f) return;
+  hk_front_add(exited, f);
+  for (unsigned c = 1; c <= HK_NCLASS; c++)
+    if (f[c].hits | f[c].misses | f[c].overflows) f[c] = (hk_front_t){0};
+  f[0].hits = (uintptr_t)fronts_free;
+  fronts_free = f;
+}
 
 /* Adds a change in bytes out of the central caches to the process's figure
  * (and peak) in steps (HK_STATS_STEP up, HK_STATS_SLACK down), so threads
@@ -43,7 +83,7 @@ static void note_out(hk_tcache_t *tc, ptrdiff_t bytes) {
 /* Gives `count` blocks of a chain to the central cache; true if they were
  * parked whole for another thread to take. */
 static bool give(hk_tcache_t *tc, unsigned cls, void *chain, unsigned count) {
-  tc->front[cls].moved += count;
+  front(tc, cls)->moved += count;
   note_out(tc, -(ptrdiff_t)((size_t)count * hk_classes[cls].size));
   return hk_central_put(cls, chain, count, tc);
 }
@@ -52,8 +92,8 @@ static bool give(hk_tcache_t *tc, unsigned cls, void *chain, unsigned count) {
  * whose list of the class never overflowed is a producer of it. */
 static unsigned take(hk_tcache_t *tc, unsigned cls, unsigned want, void **chain) {
   const void *parker;
-  unsigned n = hk_central_take(cls, tc->arena, want, chain, &parker, tc->front[cls].overflows == 0);
-  hk_front_t *f = &tc->front[cls];
+  hk_front_t *f = front(tc, cls);
+  unsigned n = hk_central_take(cls, tc->arena, want, chain, &parker, f->overflows == 0);
   f->moved += n;
   f->parked_hits += parker != NULL;
   if (parker && parker != tc) f->from_others += n;
@@ -98,7 +138,7 @@ static void *take_large(hk_tcache_t *tc, unsigned cls) {
   bool zero;
   void *p = hk_central_take_large(cls, tc->arena, &zero);
   if (hk_unlikely(!p)) return NULL;
-  tc->front[cls].moved++;
+  front(tc, cls)->moved++;
   note_out(tc, (ptrdiff_t)hk_classes[cls].size);
   if (HAK_HARDENED || !zero) hk_block_out(p, cls);  /* the hardened canary: at the end, not in calloc's bytes */
   if (zero) tc->zero_block = p;
@@ -128,7 +168,7 @@ void *hk_tcache_refill(unsigned cls) {
   }
   /* The list ran dry: the class is in demand, its capacity grows back. */
   tc->overflows[cls] = 0;
-  tc->front[cls].misses++;
+  front(tc, cls)->misses++;
   if (hk_class_is_large(cls) && tc->large_misses < UINT32_MAX) tc->large_misses++;
   set_cap(tc, cls, hk_min(tc->cap[cls] * 2, (int)hk_classes[cls].cap));
   if (hk_class_is_large(cls)) return take_large(tc, cls);
@@ -214,7 +254,7 @@ bool hk_tcache_overflow(void *p) {
     if (tc->room[cls] >= 0) return false;
   }
   if (hk_class_is_large(cls)) {
-    tc->front[cls].overflows++;
+    front(tc, cls)->overflows++;
     /* The bound grows with every large block kept; mallocs shrink the real
      * figure unseen, so it is recounted only when the bound passes the budget. */
     size_t budget = large_budget(tc);
@@ -234,7 +274,7 @@ bool hk_tcache_overflow(void *p) {
   unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
   int cap = tc->cap[cls];
   unsigned keep = tc->overflows[cls] ? 0 : (unsigned)cap / 2;
-  tc->front[cls].overflows++;
+  front(tc, cls)->overflows++;
   void *chain = tc->head[cls];
   if (keep == 0) {
     tc->head[cls] = HK_END;
@@ -272,8 +312,12 @@ static bool thread_gone(const registered_t *r) {
   return gone;
 }
 
-/* Removes entry i, its place taken by the last one. */
-static void registry_remove_at(size_t i) { registry[i] = registry[--registry_n]; }
+/* Removes entry i, its place taken by the last one; its counters are
+ * added up and their block goes back to the pool if `give`. */
+static void registry_remove_at(size_t i, bool give) {
+  if (give) fronts_give(registry[i].front);
+  registry[i] = registry[--registry_n];
+}
 
 /* The entry of cache tc; registry_n if it has none. */
 static size_t registry_find(const hk_tcache_t *tc) {
@@ -293,12 +337,12 @@ static const hk_tcache_t *read_cache(const hk_tcache_t *tc) {
 }
 
 /* Drops the caches of threads that ended without handing them back, before
- * the caches are read; their counters and unreported bytes are lost. */
+ * the caches are read; their counters are kept, their unreported bytes lost. */
 static void registry_prune(void) {
   for (size_t i = registry_n; i-- > 0;) {
     if (registry[i].tc == &hk_tc || !thread_gone(&registry[i])) continue;
     atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
-    registry_remove_at(i);
+    registry_remove_at(i, true);
   }
 }
 
@@ -309,7 +353,7 @@ static bool registry_add(hk_tcache_t *tc) {
   pid_t tid = gettid();
   for (size_t i = registry_n; i-- > 0;) {  /* downwards: what moves to i was seen */
     if (registry[i].tc != tc && registry[i].tid != tid) continue;
-    registry_remove_at(i);
+    registry_remove_at(i, true);
     atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
   }
   if (registry_n == registry_cap) {
@@ -324,7 +368,7 @@ static bool registry_add(hk_tcache_t *tc) {
     if (old) hk_os_unmap(old, old_cap * sizeof *registry);
   }
   if (!registry_pid) registry_pid = getpid();
-  registry[registry_n++] = (registered_t){tc, tid};
+  registry[registry_n++] = (registered_t){tc, tc->front, tid};
   return true;
 }
 
@@ -352,7 +396,9 @@ void hk_tcache_init(pthread_key_t key) {
 
 void hk_thread_init(hk_tcache_t *tc) {
   hk_lock(&registry_lock);
+  tc->front = exit_key_made ? fronts_take() : NULL;
   bool registered = exit_key_made && registry_add(tc);
+  if (!registered) fronts_give(tc->front), tc->front = NULL;
   hk_unlock(&registry_lock);
   if (!registered) {  /* no way to hand a cache back at exit, or to count it: none */
     tc->state = HK_TC_DEAD;
@@ -374,7 +420,7 @@ void hk_tcache_flush(hk_tcache_t *tc) {
 
 /* Thread exit: everything cached goes back, and the rest of the exit
  * bypasses the cache (room 0 sends each free on).  False if it had none. */
-bool hk_thread_exit(void) {
+bool hk_thread_exit(hk_front_t *counters) {
   hk_tcache_t *tc = &hk_tc;
   if (tc->state != HK_TC_ACTIVE) return false;
   tc->state = HK_TC_DEAD;
@@ -387,8 +433,9 @@ bool hk_thread_exit(void) {
   hk_lock(&registry_lock);
   size_t i = registry_find(tc);
   hk_assert(i < registry_n, "thread cache not registered");
-  if (i < registry_n) registry_remove_at(i);
-  hk_front_add(exited, tc->front);
+  if (counters && tc->front) memcpy(counters, tc->front, sizeof(fronts_t));
+  if (i < registry_n) registry_remove_at(i, true);
+  tc->front = NULL;
   hk_unlock(&registry_lock);
   return true;
 }
@@ -403,6 +450,13 @@ void hk_front_add(hk_front_t *sum, const hk_front_t *f) {
     sum[c].parked_hits += f[c].parked_hits;
     sum[c].from_others += f[c].from_others;
   }
+}
+
+/* A thread's counters, copied as cache_copy is: their thread writes them
+ * meanwhile, unlocked. */
+static fronts_t fronts_copy;
+static const hk_front_t *read_fronts(const hk_front_t *f) {
+  return f && hk_os_read(fronts_copy, f, sizeof fronts_copy) ? fronts_copy : NULL;
 }
 
 /* Blocks in the caches of live threads per class, and every thread's
@@ -421,7 +475,8 @@ void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
       int n = __atomic_load_n(&tc->cap[c], __ATOMIC_RELAXED) - __atomic_load_n(&tc->room[c], __ATOMIC_RELAXED);
       cached[c] += (size_t)hk_max(n, 0);
     }
-    hk_front_add(front, tc->front);
+    const hk_front_t *f = read_fronts(registry[i].front);
+    if (f) hk_front_add(front, f);
   }
   hk_unlock(&registry_lock);
 }
@@ -440,11 +495,8 @@ void hk_tcache_fork_unlock(bool child, bool locked) {
     for (size_t i = registry_n; i-- > 0;) {
       if (registry[i].tc == &hk_tc) continue;
       const hk_tcache_t *tc = locked ? read_cache(registry[i].tc) : NULL;
-      if (tc) {  /* its TLS block, if its stack was still there, is the child's memory too */
-        hk_front_add(exited, tc->front);
-        hk_out_add(tc->out_pending);
-      }
-      registry_remove_at(i);
+      if (tc) hk_out_add(tc->out_pending);  /* its TLS block, if its stack was still there, is the child's memory too */
+      registry_remove_at(i, locked);
     }
     registry_pid = getpid();
     if (registry_n) registry[0].tid = gettid();

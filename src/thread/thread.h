@@ -33,7 +33,9 @@ typedef struct hk_tcache {
   uint8_t early_frees;               /* frees before the first malloc (see hk_free_overflow) */
   ptrdiff_t out_pending;             /* bytes taken less bytes given, not yet in the statistics */
   void *zero_block;                  /* the large block just handed out reading as zero (calloc) */
-  hk_front_t front[HK_NCLASS + 1];
+  hk_front_t *front;                 /* the thread's counters, by class: a block of tcache.c's
+                                        pool, not TLS, which every thread start copies; NULL
+                                        before its set-up and after its exit */
 } hk_tcache_t;
 #define HK_TCACHE_MIN_CAP 8      /* what a list shrinks to at most */
 enum { HK_OVERFLOW_PARKED = 1,   /* the last overflow's batch was parked */
@@ -63,7 +65,7 @@ static inline __attribute__((always_inline)) void *hk_tcache_pop(unsigned cls) {
     __builtin_prefetch(n, 1, 3);
     hk_block_out(p, cls);
     tc->room[cls]++;
-    if (HAK_OBSERVE) tc->front[cls].hits++;
+    if (HAK_OBSERVE && tc->front) tc->front[cls].hits++;
     return p;
   }
   return NULL;
@@ -110,7 +112,8 @@ HK_HIDDEN void hk_thread_init(hk_tcache_t *tc);
 HK_HIDDEN unsigned hk_thread_arena(void);        /* the calling thread's arena; its cache made if it had none */
 HK_HIDDEN void hk_note_out(ptrdiff_t bytes);     /* the calling thread's bytes out grew/shrank (huge blocks) */
 HK_HIDDEN void hk_tcache_flush(hk_tcache_t *tc);
-HK_HIDDEN bool hk_thread_exit(void);  /* the calling thread's cache goes back; false if it had none */
+HK_HIDDEN bool hk_thread_exit(hk_front_t *counters);  /* the calling thread's cache goes back, its
+                                                         counters copied to counters if given; false if it had none */
 /* The thread layer's set-up, once the size classes are: the key a thread
  * whose cache is made sets, for its exit, and new lists' capacities. */
 HK_HIDDEN void hk_tcache_init(pthread_key_t key);

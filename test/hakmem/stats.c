@@ -492,6 +492,42 @@ static void warm_pool_child(void) {
 
 static void warm_pool_keeps_no_pages(void) { run_child_case("warm_pool", "HAKMEM_WARM_POOL_SIZE=8"); }
 
+/* A thread whose lists of 3000-byte blocks run dry and overflow again and again. */
+static void *miss_often(void *arg) {
+  static void *p[2000];
+  for (int round = 0; round < 20; round++) {
+    for (int i = 0; i < 2000; i++) CHECK((p[i] = malloc(3000)) != NULL);
+    for (int i = 0; i < 2000; i++) free(p[i]);
+  }
+  return arg;
+}
+
+static void *idle(void *arg) {  /* a cache, for one block of another class */
+  free(opaque_ptr(malloc(16)));
+  return arg;
+}
+
+/* An exited thread's counters are kept, once: the threads after it start
+ * from nothing, in the counters' block it gave back. */
+static void exited_threads_counted_once(void) {
+  pthread_t t;
+  hak_stats_get(&before);
+  CHECK(pthread_create(&t, NULL, miss_often, NULL) == 0);
+  CHECK(pthread_join(t, NULL) == 0);
+  hak_stats_get(&after);
+  const hak_class_stats_t *b = class_of(&before, 3000), *a = class_of(&after, 3000);
+  size_t misses = a->misses - b->misses, overflows = a->overflows - b->overflows;
+  printf("  a thread's 40 000 blocks of 3000 B: %zu misses, %zu overflows\n", misses, overflows);
+  CHECK(misses >= 20 && overflows >= 20);
+  for (int i = 0; i < 3; i++) {
+    CHECK(pthread_create(&t, NULL, idle, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+  }
+  hak_stats_get(&before);
+  CHECK_EQ(class_of(&before, 3000)->misses, a->misses);
+  CHECK_EQ(class_of(&before, 3000)->overflows, a->overflows);
+}
+
 static atomic_int stop;
 
 static void *monitor(void *arg) {
@@ -555,6 +591,7 @@ int main(int argc, char **argv) {
   RUN(blocks_in_use);
   RUN(huge_blocks);
   RUN(other_threads_caches);
+  RUN(exited_threads_counted_once);
   RUN(small_lists_start_short);
   RUN(large_cache_grows);
   RUN(os_figures);
