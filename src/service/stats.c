@@ -176,9 +176,9 @@ void hk_stats_fork_unlock(bool child) {
   else hk_unlock(&front_print_lock);
 }
 
-/* One thread's traffic, when it exits (HAKMEM_TINY_FRONT_DUMP). */
 _Static_assert(HAK_NCLASSES == HK_NCLASS, "the statistics have a row per class");
 
+/* One thread's traffic, when it exits (HAKMEM_TINY_FRONT_DUMP). */
 void hk_front_print(const char *who, const hk_front_t *front) {
   static hak_stats_t s;
   char name[48];

@@ -37,7 +37,8 @@ void hk_size_classes_init(void) {
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
     hk_class_info_t *ci = &hk_classes[c];
     uint32_t size = sizes[c];
-    hk_assert(hk_size_to_class(size) == c && hk_size_to_class(sizes[c - 1] + 1) == c, "a class and hk_size_to_class disagree");
+    hk_assert(hk_size_to_class(size) == c && hk_size_to_class(sizes[c - 1] + 1) == c,
+              "a class and hk_size_to_class disagree");
     ci->size = size;
     ci->units = (uint8_t)slab_units(size);
     ci->capacity = (uint16_t)(ci->units * HK_UNIT_SIZE / size);

@@ -30,8 +30,8 @@ static hk_front_t exited[HK_NCLASS + 1];
 
 /* Threads' counters by class, in blocks of a pool under registry_lock: a
  * thread's start copies its TLS block's image, and 5.6 KiB of counters
- * there cost a thread that lives for one allocation 7 % of its time
- * (thread_once).  A free block is zero and linked through its class 0,
+ * there cost a thread that lives for one allocation about 5 % of its
+ * time (thread_once).  A free block is zero and linked through its class 0,
  * which no class uses; a thread without one (before its set-up, after its
  * exit, or none to be had) counts into `unkept`, which no one reads. */
 #define FRONTS_CHUNK 8
