@@ -69,6 +69,15 @@ static uint8_t *map_below(uintptr_t top, size_t size, size_t alignment, size_t o
   return p;
 }
 
+/* Metadata mapped where the kernel puts it: by hk_os_map_aligned, it would
+ * lead the next aligned mappings below it, where ThreadSanitizer under
+ * qemu-aarch64 refused them. */
+void *hk_os_map(size_t size) {
+  void *p = map_at(NULL, size, 0);
+  if (p) account_mapped(size);
+  return p;
+}
+
 /* `size` bytes mapped at p, p + offset a multiple of `alignment`, below the
  * ceiling.  Mappings come top-down, so just below the last aligned one is
  * usually free and aligned: one call, where over-map and trim take three.  If

@@ -7,6 +7,7 @@
 #include "base/base.h"
 
 HK_HIDDEN void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset);
+HK_HIDDEN void *hk_os_map(size_t size);  /* read-write where the kernel puts it, off the aligned mappings' way */
 HK_HIDDEN void hk_os_unmap(void *p, size_t size);  /* a slot of the space goes back to it */
 #define HK_SPACE_SIZE ((size_t)1 << 30)           /* reserved with the class map when it can be */
 HK_HIDDEN void hk_os_space_init(void *start, size_t size);

@@ -178,7 +178,7 @@ static record_t *record_at(uintptr_t p) {
 /* The table at twice its size, its records hashed anew; false if there is no memory for it. */
 static bool records_grow(void) {
   unsigned bits = record_bits + 1;
-  record_t *old = records, *table = hk_os_map_aligned(sizeof *table << bits, HK_PAGE_SIZE, 0);
+  record_t *old = records, *table = hk_os_map(sizeof *table << bits);
   if (!table) return false;
   for (size_t i = 0; i <= record_mask(); i++) {
     if (!old[i].p) continue;
@@ -481,9 +481,9 @@ static void dump_numbered(void) {
 void hk_prof_init(void) {
   bool wanted = hk_opt.prof || hk_opt.prof_leaks || hk_option_from_env(&hk_opt.prof_sample);
   if (!wanted || !hk_opt.prof_sample) return;
-  stacks = hk_os_map_aligned(STACKS * sizeof *stacks, HK_PAGE_SIZE, 0);
+  stacks = hk_os_map(STACKS * sizeof *stacks);
   record_bits = RECORD_BITS_FIRST;
-  records = hk_os_map_aligned(sizeof *records << record_bits, HK_PAGE_SIZE, 0);
+  records = hk_os_map(sizeof *records << record_bits);
   if (!stacks || !records) {
     hk_message("hakmem: heap profile off: no memory for its tables\n");
     return;

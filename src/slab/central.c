@@ -13,7 +13,6 @@
  * and arena lock (docs/DESIGN.md, Spare large blocks). */
 #define _GNU_SOURCE
 #include <sched.h>
-#include <sys/mman.h>
 #include "slab/slab.h"
 
 /* A parked batch.  Its chain was written by the CPU that freed it: a walk
@@ -76,13 +75,7 @@ void hk_central_init(unsigned cpus) {
   if (HK_FIRST_LARGE_CLASS > HK_SMALL_CLASSES) hk_fatal("class table larger than the transfer slots", NULL);
   unsigned sets = hk_max(hk_min(cpus, HK_CPU_SETS), 1u);
   size_t bytes = hk_align_up(sets * sizeof *batches, HK_PAGE_SIZE);
-  /* Where the kernel puts it: mapped by hk_os_map_aligned, it would lead the
-   * next aligned mappings below it (ThreadSanitizer under qemu refused them). */
-  hk_slot_set_t *mapped = sets > 1 ? hk_os_reserve(bytes) : NULL;
-  if (mapped && !hk_os_protect_as(mapped, bytes, PROT_READ | PROT_WRITE)) {
-    hk_os_unmap(mapped, bytes);
-    mapped = NULL;
-  }
+  hk_slot_set_t *mapped = sets > 1 ? hk_os_map(bytes) : NULL;
   if (mapped) {  /* else one set for all CPUs */
     batches = mapped;
     ncpu_slots = sets;

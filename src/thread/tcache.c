@@ -43,7 +43,7 @@ static hk_front_t *front(hk_tcache_t *tc, unsigned cls) { return tc->front ? &tc
 
 static hk_front_t *fronts_take(void) {
   if (!fronts_free) {
-    fronts_t *chunk = hk_os_map_aligned(FRONTS_CHUNK * sizeof(fronts_t), HK_PAGE_SIZE, 0);
+    fronts_t *chunk = hk_os_map(FRONTS_CHUNK * sizeof(fronts_t));
     if (!chunk) return NULL;
     for (unsigned i = 0; i < FRONTS_CHUNK; i++) {
       chunk[i][0].hits = (uintptr_t)fronts_free;
