@@ -73,6 +73,7 @@ static uint8_t *map_below(uintptr_t top, size_t size, size_t alignment, size_t o
  * lead the next aligned mappings below it, where ThreadSanitizer under
  * qemu-aarch64 refused them. */
 void *hk_os_map(size_t size) {
+  size = hk_align_up(size, HK_PAGE_SIZE);  /* counted as the kernel maps it */
   void *p = map_at(NULL, size, 0);
   if (p) account_mapped(size);
   return p;

@@ -74,8 +74,7 @@ static atomic_size_t spare_bytes;  /* in the spares of every large class; writte
 void hk_central_init(unsigned cpus) {
   if (HK_FIRST_LARGE_CLASS > HK_SMALL_CLASSES) hk_fatal("class table larger than the transfer slots", NULL);
   unsigned sets = hk_max(hk_min(cpus, HK_CPU_SETS), 1u);
-  size_t bytes = hk_align_up(sets * sizeof *batches, HK_PAGE_SIZE);
-  hk_slot_set_t *mapped = sets > 1 ? hk_os_map(bytes) : NULL;
+  hk_slot_set_t *mapped = sets > 1 ? hk_os_map(sets * sizeof *batches) : NULL;
   if (mapped) {  /* else one set for all CPUs */
     batches = mapped;
     ncpu_slots = sets;

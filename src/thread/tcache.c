@@ -434,6 +434,7 @@ bool hk_thread_exit(hk_front_t *counters) {
   size_t i = registry_find(tc);
   hk_assert(i < registry_n, "thread cache not registered");
   if (counters && tc->front) memcpy(counters, tc->front, sizeof(fronts_t));
+  else if (counters) memset(counters, 0, sizeof(fronts_t));  /* it had no block to count in */
   if (i < registry_n) registry_remove_at(i, true);
   tc->front = NULL;
   hk_unlock(&registry_lock);
