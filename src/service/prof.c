@@ -69,40 +69,65 @@ typedef struct record {
 } record_t;
 
 bool hk_prof_on;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* What every sample writes, on the lock's cache line, where its holder finds
+ * them: two threads sampling at once passed three lines back and forth. */
+static struct {
+  pthread_mutex_t lock;
+  size_t record_count;
+  double live_bytes;          /* estimated bytes of the live sampled blocks, all stacks */
+} held __attribute__((aligned(64))) = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static stack_t *stacks;
 /* Sized to the live samples, at most half full, so that its lookups stay in
  * cache and its pages are touched as the samples need them (one table of the
  * largest size hashed across took a page fault per new sample's address). */
 static record_t *records;
 static unsigned record_bits;
-static size_t record_count;
 static double period;
-static double live_bytes;     /* estimated bytes of the live sampled blocks, all stacks */
-static double next_dump;      /* HAKMEM_PROF_INTERVAL_MB: live_bytes at the next numbered dump */
+static double next_dump;      /* HAKMEM_PROF_INTERVAL_MB: the live bytes at the next numbered dump */
 static unsigned dumps;
 /* By class: the stand-ins kept, not linked through their memory, which the
  * thread that freed them has in its cache, not the sampling one. */
-static void *kept[HK_NCLASS + 1][KEPT_MAX];
-static uint8_t kept_count[HK_NCLASS + 1];
-static void keep(unsigned cls, void *p) { kept[cls][kept_count[cls]++] = p; }  /* under the lock */
+static struct {
+  void *p[HK_NCLASS + 1][KEPT_MAX];
+  uint8_t count[HK_NCLASS + 1];
+} kept __attribute__((aligned(64)));  /* under the lock; written, so away from the lines read at every sample */
+static void keep(unsigned cls, void *p) { kept.p[cls][kept.count[cls]++] = p; }
 static __thread int64_t countdown __attribute__((tls_model("initial-exec")));
 static __thread uint64_t rng __attribute__((tls_model("initial-exec")));
 static __thread bool in_prof __attribute__((tls_model("initial-exec")));  /* backtrace may allocate */
 
 /* ---- arithmetic without libm -------------------------------------------------- */
-/* ln x for x in (0, 1]: its exponent, and an atanh series on its mantissa in [0.7, 1.4]. */
+/* ln m for m in [0.7, 1.4]: an atanh series. */
+static double ln_series(double m) {
+  double z = (m - 1) / (m + 1), z2 = z * z, sum = 0;
+  for (int k = 11; k >= 1; k -= 2) sum = sum * z2 + 1.0 / k;
+  return 2 * z * sum;
+}
+
+/* ln x for x in (0, 1]: its exponent, the logarithm of the mantissa's top
+ * LN_BITS bits from a table, and three terms of ln(1 + d), |d| < 2^-LN_BITS,
+ * for the rest.  No division: a block many periods long draws an interval
+ * per period crossed (the series took 11 % of big_blocks-threads' time). */
+#define LN_BITS 7
+static double ln_at[1 << LN_BITS], inverse_at[1 << LN_BITS];
+
+static void ln_table(void) {
+  for (int i = 0; i < 1 << LN_BITS; i++) {
+    double c = 1 + (i + 0.5) / (1 << LN_BITS);  /* the middle of the mantissas with these top bits */
+    ln_at[i] = c > 1.41421356 ? ln_series(c / 2) + 0.6931471805599453 : ln_series(c);
+    inverse_at[i] = 1 / c;
+  }
+}
+
 static double ln(double x) {
   uint64_t b;
   memcpy(&b, &x, sizeof b);
-  int e = (int)(b >> 52 & 0x7ff) - 1023;
+  int e = (int)(b >> 52 & 0x7ff) - 1023, i = (int)(b >> (52 - LN_BITS) & ((1 << LN_BITS) - 1));
   b = (b & ~(0x7ffull << 52)) | 1023ull << 52;
   double m;
   memcpy(&m, &b, sizeof m);
-  if (m > 1.41421356) m /= 2, e++;
-  double z = (m - 1) / (m + 1), z2 = z * z, sum = 0;
-  for (int k = 11; k >= 1; k -= 2) sum = sum * z2 + 1.0 / k;
-  return e * 0.6931471805599453 + 2 * z * sum;
+  double d = (m - (1 + (i + 0.5) / (1 << LN_BITS))) * inverse_at[i];
+  return e * 0.6931471805599453 + ln_at[i] + d * (1 - d * (0.5 - d * (1.0 / 3)));
 }
 
 /* e^-x for x >= 0: halved down to a small argument, a Taylor series, squared back. */
@@ -197,9 +222,9 @@ static record_t *record_add(uintptr_t p) {
   record_t *r = record_at(p);
   if (r->p) return r;
   size_t size = record_mask() + 1;  /* grown at half full; three quarters where it cannot grow */
-  if (record_count >= size / 2 && (record_bits == RECORD_BITS_MAX || !records_grow()) && record_count >= size / 4 * 3)
+  if (held.record_count >= size / 2 && (record_bits == RECORD_BITS_MAX || !records_grow()) && held.record_count >= size / 4 * 3)
     return NULL;
-  record_count++;
+  held.record_count++;
   return record_at(p);
 }
 
@@ -223,7 +248,7 @@ static void count_record(uintptr_t p, int delta) {
 static void record_remove(record_t *r) {
   size_t hole = (size_t)(r - records);
   records[hole].p = 0;
-  record_count--;
+  held.record_count--;
   for (size_t i = (hole + 1) & record_mask(); records[i].p; i = (i + 1) & record_mask()) {
     size_t home = slot_of(records[i].p, record_bits);
     /* i stays if its home lies cyclically in (hole, i] */
@@ -237,7 +262,7 @@ static void record_remove(record_t *r) {
 static void weigh(stack_t *s, const record_t *r, double sign) {
   double bytes = r->crossings * period, objs = bytes / (double)hk_max(r->size, 1);
   s->live_objs += sign * objs, s->live_bytes += sign * bytes;
-  live_bytes += sign * bytes;
+  held.live_bytes += sign * bytes;
   if (sign > 0) s->all_objs += objs, s->all_bytes += bytes;
 }
 
@@ -280,22 +305,22 @@ void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) 
   unsigned cls = stand_in ? hk_size_to_class(stand_in + HK_CANARY) : 0;
   bool reused = !p;
   if (!reused) __builtin_prefetch(record_hint(p), 1);  /* a miss outside the lock */
-  hk_lock_spinning(&lock);
-  if (reused && !kept_count[cls]) {
-    hk_unlock(&lock);
+  hk_lock_spinning(&held.lock);
+  if (reused && !kept.count[cls]) {
+    hk_unlock(&held.lock);
     return NULL;
   }
-  if (reused) p = kept[cls][--kept_count[cls]];
+  if (reused) p = kept.p[cls][--kept.count[cls]];
   int n = (int)hk_unwind(pc, DEPTH + SKIP);
   if (!n) {  /* a frame whose rule the walker does not keep */
-    hk_unlock(&lock);
+    hk_unlock(&held.lock);
     n = libc_backtrace(pc, DEPTH + SKIP);
-    hk_lock(&lock);
+    hk_lock(&held.lock);
   } else if (HAK_CHECKS) {
     void *check[DEPTH + SKIP];
-    hk_unlock(&lock);
+    hk_unlock(&held.lock);
     int m = libc_backtrace(check, DEPTH + SKIP);
-    hk_lock(&lock);
+    hk_lock(&held.lock);
     for (int i = 1; i < n && i < m; i++) hk_assert(pc[i] == check[i], "heap profile: a stack differs from backtrace()'s");
   }
   int top = n > SKIP ? SKIP : n;
@@ -309,8 +334,8 @@ void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) 
   } else if (reused) {
     keep(cls, p);
   }
-  bool due = r && next_dump && live_bytes >= next_dump;
-  hk_unlock(&lock);
+  bool due = r && next_dump && held.live_bytes >= next_dump;
+  hk_unlock(&held.lock);
   if (due) dump_numbered();
   return r ? p : NULL;
 }
@@ -318,17 +343,17 @@ void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) 
 size_t hk_prof_stand_in(const void *p, bool *freed) {
   *freed = false;
   if (!maybe_recorded(p)) return 0;
-  hk_lock_spinning(&lock);
+  hk_lock_spinning(&held.lock);
   record_t *r = record_at((uintptr_t)p);
   size_t usable = r && r->p ? r->stand_in : 0;
   *freed = usable && r->kept;
-  hk_unlock(&lock);
+  hk_unlock(&held.lock);
   return usable;
 }
 
 void hk_prof_moved(const void *from, void *to) {
   if (!maybe_recorded(from)) return;
-  hk_lock_spinning(&lock);
+  hk_lock_spinning(&held.lock);
   record_t *r = record_at((uintptr_t)from);
   if (r && r->p) {
     record_t moved = *r;
@@ -338,13 +363,13 @@ void hk_prof_moved(const void *from, void *to) {
     if ((r = record_add(moved.p))) *r = moved, count_record(moved.p, 1);
     else weigh(&stacks[moved.stack], &moved, -1);
   }
-  hk_unlock(&lock);
+  hk_unlock(&held.lock);
 }
 
 hk_prof_freed_t hk_prof_forget(void *p) {
   if (!maybe_recorded(p)) return HK_PROF_UNSAMPLED;
   __builtin_prefetch(record_hint(p), 1);
-  hk_lock_spinning(&lock);
+  hk_lock_spinning(&held.lock);
   record_t *r = record_at((uintptr_t)p);
   hk_prof_freed_t what = HK_PROF_UNSAMPLED;
   unsigned cls = r && r->p && r->stand_in ? hk_size_to_class(r->stand_in + HK_CANARY) : 0;
@@ -352,7 +377,7 @@ hk_prof_freed_t hk_prof_forget(void *p) {
     what = HK_PROF_FREED_TWICE;
   } else if (r && r->p) {
     weigh(&stacks[r->stack], r, -1);
-    what = cls && kept_count[cls] < KEPT_MAX ? HK_PROF_KEPT : HK_PROF_FORGOTTEN;
+    what = cls && kept.count[cls] < KEPT_MAX ? HK_PROF_KEPT : HK_PROF_FORGOTTEN;
     if (what == HK_PROF_KEPT) {
       r->kept = true;
       keep(cls, p);
@@ -361,7 +386,7 @@ hk_prof_freed_t hk_prof_forget(void *p) {
       count_record((uintptr_t)p, -1);
     }
   }
-  hk_unlock(&lock);
+  hk_unlock(&held.lock);
   return what;
 }
 
@@ -449,9 +474,9 @@ HK_EXPORT int hak_prof_dump(const char *path) {
   o.n = 0;
   o.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (o.fd < 0) return -1;
-  hk_lock(&lock);
+  hk_lock(&held.lock);
   write_profile(&o);
-  hk_unlock(&lock);
+  hk_unlock(&held.lock);
   return close(o.fd);
 }
 
@@ -470,10 +495,10 @@ static void dump_to(unsigned n) {
 
 /* HAKMEM_PROF_INTERVAL_MB: the live heap grew by the interval since the last one. */
 static void dump_numbered(void) {
-  hk_lock(&lock);
+  hk_lock(&held.lock);
   unsigned n = ++dumps;
-  next_dump = live_bytes + (double)hk_opt.prof_interval_mb * 1048576;
-  hk_unlock(&lock);
+  next_dump = held.live_bytes + (double)hk_opt.prof_interval_mb * 1048576;
+  hk_unlock(&held.lock);
   dump_to(n);
 }
 
@@ -489,6 +514,7 @@ void hk_prof_init(void) {
     return;
   }
   period = (double)hk_opt.prof_sample;
+  ln_table();
   prof_pid = getpid();
   bool first = true;
   dl_iterate_phdr(find_own, &first);
@@ -532,14 +558,14 @@ void hk_prof_at_exit(void) {
   if (!hk_prof_on) return;
   if (hk_opt.prof) dump_to(0);
   if (hk_opt.prof_leaks) {
-    hk_lock(&lock);
+    hk_lock(&held.lock);
     report_leaks();
-    hk_unlock(&lock);
+    hk_unlock(&held.lock);
   }
 }
 
-void hk_prof_fork_lock(void) { hk_lock(&lock); }
+void hk_prof_fork_lock(void) { hk_lock(&held.lock); }
 void hk_prof_fork_unlock(bool child) {
-  if (child) pthread_mutex_init(&lock, NULL);
-  else hk_unlock(&lock);
+  if (child) pthread_mutex_init(&held.lock, NULL);
+  else hk_unlock(&held.lock);
 }
