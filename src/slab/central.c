@@ -447,9 +447,12 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
   hk_transfer_t *t = &transfer[set][cls];
   hk_batch_t batch = {.head = chain, .count = count, .owner = owner};
   /* Lanes serve threads on other CPUs, which take this CPU's spare batches
-   * (balance above 0: a hint read unlocked); its own threads have the blocks
-   * in cache, and a walk would cost them (up to 23 cycles a block). */
-  if (__atomic_load_n(&t->balance, __ATOMIC_RELAXED) > 0) note_lanes(&batch);
+   * (balance above 0), and batches that wait behind others (two parked
+   * already), whose blocks have left the L1 when a thread here takes them;
+   * both counts hints read unlocked.  A batch taken soon by a thread here is
+   * in its cache, and a walk would cost (up to 23 cycles a block). */
+  if (__atomic_load_n(&t->balance, __ATOMIC_RELAXED) > 0 || __atomic_load_n(&t->n, __ATOMIC_RELAXED) >= 2)
+    note_lanes(&batch);
   hk_lock(&t->lock);
   t->active = true;
   bool parked = hk_opt.mem_lean ? t->n < HK_TRANSFER_SLOTS_LEAN
