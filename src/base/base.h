@@ -155,13 +155,25 @@ static inline size_t hk_hash_index(uintptr_t key, unsigned bits) {
     if ((node)->next) (node)->next->prev = (node)->prev;    \
     (node)->next = (node)->prev = NULL;                     \
   } while (0)
+/* The set bits of x.  The x86-64 baseline has no popcnt: gcc calls libgcc's
+ * __popcountdi2 (29 instructions a call in mixed_large), where these are 12
+ * inline. */
+static inline unsigned hk_popcount(uint64_t x) {
+#if defined(__x86_64__) && !defined(__POPCNT__)
+  x -= x >> 1 & 0x5555555555555555ull;
+  x = (x & 0x3333333333333333ull) + (x >> 2 & 0x3333333333333333ull);
+  return (unsigned)(((x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full) * 0x0101010101010101ull >> 56);
+#else
+  return (unsigned)__builtin_popcountll(x);
+#endif
+}
 static inline uint64_t hk_bits(unsigned at, unsigned n) { return (n >= 64 ? ~0ull : (1ull << n) - 1) << at; }
 
 /* How many of the `len` bits of `mask` are set in x: no popcount call
  * (x86-64 baseline) where all are set or clear, as they mostly are. */
 static inline unsigned hk_bits_in(uint64_t x, uint64_t mask, unsigned len) {
   x &= mask;
-  return x == mask ? len : x ? (unsigned)__builtin_popcountll(x) : 0;
+  return x == mask ? len : x ? hk_popcount(x) : 0;
 }
 
 /* Units [at, end) of a bitmap a word at a time: for (hk_span_t s = hk_span(u, n);

@@ -279,7 +279,7 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
     uint64_t faulted = fresh[i] ? hk_page_mask(ends[i]) & ~r->used[k] : 0;
     r->dirty[k] |= faulted;
     r->warm[k] |= faulted;
-    if (faulted) hk_resident_add(&arena_of(r)->resident, (ptrdiff_t)hk_units_bytes((size_t)__builtin_popcountll(faulted)));
+    if (faulted) hk_resident_add(&arena_of(r)->resident, (ptrdiff_t)hk_units_bytes((size_t)hk_popcount(faulted)));
   }
 }
 

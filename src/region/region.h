@@ -116,7 +116,7 @@ static inline int hk_find_run(uint64_t free, uint64_t warm, unsigned n, uint64_t
   *cold = n + 1;
   for (; starts && *cold; starts &= ~(1ull << (63 - __builtin_clzll(starts)))) {
     int s = 63 - __builtin_clzll(starts);
-    unsigned c = (unsigned)__builtin_popcountll(hk_bits((unsigned)s, n) & ~warm);
+    unsigned c = hk_popcount(hk_bits((unsigned)s, n) & ~warm);
     if (c < *cold) *cold = c, best = s;
   }
   return best;
