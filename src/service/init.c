@@ -123,7 +123,7 @@ void hk_process_init_slow(void) {
     hk_class_magic_fill(magic, magic_first);
     hk_class_map_init(magic, magic_first);
     pthread_key_t key;
-    if (pthread_key_create(&key, thread_exit) == 0) hk_tcache_init(key);
+    hk_tcache_init(pthread_key_create(&key, thread_exit) == 0 ? &key : NULL);
     atomic_store_explicit(&hk_ready, true, memory_order_release);
     atomic_store_explicit(&hk_route_plain, !hk_prof_on, memory_order_release);  /* the router reads it (acquire) */
     first = true;

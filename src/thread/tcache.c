@@ -216,12 +216,17 @@ static size_t large_budget(const hk_tcache_t *tc) {
   return hk_min(doublings >= 16 ? HK_LARGE_CACHE : hk_min(HK_LARGE_CACHE_MIN << doublings, HK_LARGE_CACHE), share);
 }
 
-/* Bytes of large blocks in the thread's cache (their rooms count down from 0). */
+/* Large classes' sizes in pages (hk_tcache_init): summed with the 16-bit
+ * rooms in 32 bits, the products are vectorized (with the sizes read from
+ * the class table, the sum was 11 % of mixed_large's instructions). */
+static int16_t large_pages[HK_NCLASS + 1];
+
+/* Bytes of large blocks in the thread's cache (their rooms count down from
+ * 0): at most its budget and one list, well within 32 bits of pages. */
 static size_t large_cached_bytes(const hk_tcache_t *tc) {
-  size_t bytes = 0;
-  for (unsigned c = HK_FIRST_LARGE_CLASS; c <= HK_NCLASS; c++)
-    bytes += (size_t)-tc->room[c] * hk_classes[c].size;
-  return bytes;
+  int32_t pages = 0;  /* negative: a sum of 16-bit products, which SSE2 multiplies and adds in one */
+  for (unsigned c = HK_FIRST_LARGE_CLASS; c <= HK_NCLASS; c++) pages += tc->room[c] * large_pages[c];
+  return (size_t)-pages * HK_PAGE_SIZE;
 }
 
 /* The capacity of a list whose thread only frees the class (overflowing again
@@ -384,11 +389,14 @@ unsigned hk_thread_arena(void) {
 /* The key whose destructor runs each thread's exit (init.c), if made. */
 static pthread_key_t exit_key;
 static bool exit_key_made;
-void hk_tcache_init(pthread_key_t key) {
-  exit_key = key;
-  exit_key_made = true;
+void hk_tcache_init(const pthread_key_t *key) {
+  if (key) exit_key = *key, exit_key_made = true;
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
     const hk_class_info_t *ci = &hk_classes[c];
+    if (hk_class_is_large(c)) {
+      hk_assert(ci->size % HK_PAGE_SIZE == 0 && ci->size / HK_PAGE_SIZE <= INT16_MAX, "a large class not in pages");
+      large_pages[c] = (int16_t)(ci->size / HK_PAGE_SIZE);
+    }
     start_caps[c] = ci->size <= 1024 ? ci->cap : (int16_t)hk_min(hk_max(ci->cap / 4, (int)ci->prewarm), (int)ci->cap);
     if (ci->prewarm) last_prewarmed = c;
   }

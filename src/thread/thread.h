@@ -115,8 +115,9 @@ HK_HIDDEN void hk_tcache_flush(hk_tcache_t *tc);
 HK_HIDDEN bool hk_thread_exit(hk_front_t *counters);  /* the calling thread's cache goes back, its
                                                          counters copied to counters if given; false if it had none */
 /* The thread layer's set-up, once the size classes are: the key a thread
- * whose cache is made sets, for its exit, and new lists' capacities. */
-HK_HIDDEN void hk_tcache_init(pthread_key_t key);
+ * whose cache is made sets, for its exit (NULL: none could be made), new
+ * lists' capacities and the large classes' sizes in pages. */
+HK_HIDDEN void hk_tcache_init(const pthread_key_t *key);
 /* p's list (p just pushed) outgrew its capacity, or the thread has no cache
  * yet; true if blocks went to the central cache (to await a purge). */
 HK_HIDDEN bool hk_tcache_overflow(void *p);
