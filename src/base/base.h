@@ -102,14 +102,17 @@ static inline int hk_trylock(pthread_mutex_t *m) {
 }
 /* Spins a little before it sleeps, where holds are short and come at a
  * high rate: a futex wait and wake-up cost more than the hold itself. */
+static inline void hk_pause(void) {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
 static inline void hk_lock_spinning(pthread_mutex_t *m) {
   for (int i = 0; i < 100; i++) {
     if (!hk_trylock(m)) return;
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
+    hk_pause();
   }
   hk_lock(m);
 }

@@ -21,9 +21,9 @@
  * map (api/alloc.c).  A small class's block shares its unit, so a huge
  * block of the class's usable size is sampled in its place: a stand-in,
  * whose record keeps that size for malloc_usable_size and realloc.  Freed,
- * up to KEPT_MAX stand-ins of a class are kept for its next samples, with
- * their records, which tell a second free (the heap's statistics count
- * them as huge blocks in use).  Each sample stands for its crossings
+ * one stand-in of a class per shard of the records is kept for its next
+ * samples, with its record, which tells a second free (the heap's
+ * statistics count them as huge blocks in use).  Each sample stands for its crossings
  * times the sampling period in bytes; the dump converts these estimates to
  * the counts whose unsampling by pprof (heap_v2: divide by 1 - exp(-size /
  * period)) gives them back.
@@ -48,16 +48,22 @@
 #define DEPTH 32              /* frames kept of a stack */
 #define SKIP 2                /* hk_prof_sample's frame and sampled()'s, which the router tail-calls */
 #define STACKS (1u << 14)     /* distinct stacks */
-#define RECORD_BITS_FIRST 10   /* the records' table at start: 32 KiB */
-#define RECORD_BITS_MAX 19     /* 16 MiB: 393 216 live sampled blocks, 192 GiB of heap at the default period */
+#define SHARD_BITS 3          /* the records by address in 8 tables, each behind a lock of its own */
+#define SHARDS (1u << SHARD_BITS)
+#define RECORD_BITS_FIRST 7   /* each table at start: 4 KiB */
+#define RECORD_BITS_MAX 16    /* 2 MiB: all 8, 393 216 live sampled blocks, 192 GiB of heap at the default period */
 #define LEAKS_SHOWN 10        /* stacks in the leak report */
-#define KEPT_MAX 4            /* freed stand-ins kept per small class */
 
+/* A stack is found without a lock: its slot, once its hash is stored
+ * (release, last), is never written again but for the counters, which a
+ * sample's or free's shard lock holder updates under the stack's own spin
+ * lock (so no fork finds it held: the fork takes every shard's). */
 typedef struct stack {
   uint64_t hash;              /* 0: a free slot */
   unsigned depth;
-  void *pc[DEPTH];
+  uint8_t busy;               /* the counters' spin lock */
   double live_objs, live_bytes, all_objs, all_bytes;  /* estimated: samples times their weights */
+  void *pc[DEPTH];
 } stack_t;
 
 typedef struct record {
@@ -69,29 +75,34 @@ typedef struct record {
 } record_t;
 
 bool hk_prof_on;
-/* What every sample writes, on the lock's cache line, where its holder finds
- * them: two threads sampling at once passed three lines back and forth. */
-static struct {
+/* The records of sampled blocks, by address in shards: threads sampling at
+ * once under one lock passed its line and the records' back and forth
+ * (big_blocks-threads, every block sampled, ran slower on 2 threads than
+ * on 1).  Each table is sized to its live samples, at most half full, so
+ * that its lookups stay in cache and its pages are touched as the samples
+ * need them (one table of the largest size hashed across took a page fault
+ * per new sample's address). */
+typedef struct shard {
   pthread_mutex_t lock;
-  size_t record_count;
-  double live_bytes;          /* estimated bytes of the live sampled blocks, all stacks */
-} held __attribute__((aligned(64))) = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  record_t *records;          /* replaced under the lock; read relaxed out of it for a prefetch */
+  unsigned bits;
+  size_t count;
+} __attribute__((aligned(64))) shard_t;
+static shard_t shards[SHARDS];
 static stack_t *stacks;
-/* Sized to the live samples, at most half full, so that its lookups stay in
- * cache and its pages are touched as the samples need them (one table of the
- * largest size hashed across took a page fault per new sample's address). */
-static record_t *records;
-static unsigned record_bits;
+static pthread_mutex_t stacks_lock = PTHREAD_MUTEX_INITIALIZER;  /* a new stack's slot */
 static double period;
-static double next_dump;      /* HAKMEM_PROF_INTERVAL_MB: the live bytes at the next numbered dump */
+/* HAKMEM_PROF_INTERVAL_MB: the estimated bytes of the live samples, kept
+ * only then, and the figure at the next numbered dump. */
+static bool intervals;        /* set at start-up */
+static int64_t live_total, next_dump;  /* bytes; next_dump written under dump_lock, read relaxed */
+static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned dumps;
-/* By class: the stand-ins kept, not linked through their memory, which the
- * thread that freed them has in its cache, not the sampling one. */
-static struct {
-  void *p[HK_NCLASS + 1][KEPT_MAX];
-  uint8_t count[HK_NCLASS + 1];
-} kept __attribute__((aligned(64)));  /* under the lock; written, so away from the lines read at every sample */
-static void keep(unsigned cls, void *p) { kept.p[cls][kept.count[cls]++] = p; }
+/* By class, a stand-in kept per shard (its own), not linked through its
+ * memory, which the thread that freed it has in its cache, not the
+ * sampling one: written under the shard's lock, with the stand-in's
+ * record, and read as a hint without it.  A class's 8 on one line. */
+static void *kept[HK_NCLASS + 1][SHARDS] __attribute__((aligned(64)));
 static __thread int64_t countdown __attribute__((tls_model("initial-exec")));
 static __thread uint64_t rng __attribute__((tls_model("initial-exec")));
 static __thread bool in_prof __attribute__((tls_model("initial-exec")));  /* backtrace may allocate */
@@ -168,64 +179,79 @@ static uint64_t stack_hash(void *const *pc, unsigned n) {
   return h | 1;
 }
 
-/* The stack's slot, made if new; NULL if the table is full.  Under the lock. */
+/* The stack's slot, found without the lock, made under it if new; NULL if
+ * the table is full. */
 static stack_t *stack_of(void *const *pc, unsigned n) {
   uint64_t h = stack_hash(pc, n);
-  for (unsigned i = (unsigned)h, tries = 0; tries < STACKS; i++, tries++) {
-    stack_t *s = &stacks[i % STACKS];
-    if (!s->hash) {
-      s->hash = h, s->depth = n;
-      memcpy(s->pc, pc, n * sizeof *pc);
-      return s;
+  for (bool locked = false;; locked = true) {
+    for (unsigned i = (unsigned)h, tries = 0; tries < STACKS; i++, tries++) {
+      stack_t *s = &stacks[i % STACKS];
+      uint64_t at = __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE);
+      if (!at && !locked) break;
+      if (!at) {
+        s->depth = n;
+        memcpy(s->pc, pc, n * sizeof *pc);
+        __atomic_store_n(&s->hash, h, __ATOMIC_RELEASE);
+      }
+      if (!at || (at == h && s->depth == n && !memcmp(s->pc, pc, n * sizeof *pc))) {
+        if (locked) hk_unlock(&stacks_lock);
+        return s;
+      }
     }
-    if (s->hash == h && s->depth == n && !memcmp(s->pc, pc, n * sizeof *pc)) return s;
+    if (locked) {
+      hk_unlock(&stacks_lock);
+      return NULL;
+    }
+    hk_lock(&stacks_lock);
   }
-  return NULL;
 }
 
-static size_t slot_of(uintptr_t p, unsigned bits) { return hk_hash_index(p >> 4, bits); }
-static size_t record_mask(void) { return ((size_t)1 << record_bits) - 1; }
+/* An address's hash: its top bits pick the shard, the next ones the slot. */
+static uint64_t address_hash(uintptr_t p) { return (p >> 4) * 0x9e3779b97f4a7c15ull; }
+static shard_t *shard_of(const void *p) { return &shards[address_hash((uintptr_t)p) >> (64 - SHARD_BITS)]; }
+static size_t slot_of(uintptr_t p, unsigned bits) { return (size_t)(address_hash(p) << SHARD_BITS >> (64 - bits)); }
+static size_t record_mask(const shard_t *sh) { return ((size_t)1 << sh->bits) - 1; }
 
 /* Where p's record is out of the lock, for a prefetch: read relaxed, and a
  * table the lock's holder replaces meanwhile is only a wasted prefetch. */
-static const void *record_hint(const void *p) {
-  record_t *table = __atomic_load_n(&records, __ATOMIC_RELAXED);
-  return &table[slot_of((uintptr_t)p, __atomic_load_n(&record_bits, __ATOMIC_RELAXED))];
+static const void *record_hint(const shard_t *sh, const void *p) {
+  record_t *table = __atomic_load_n(&sh->records, __ATOMIC_RELAXED);
+  return &table[slot_of((uintptr_t)p, __atomic_load_n(&sh->bits, __ATOMIC_RELAXED))];
 }
 
 /* The record of p, or its free slot (linear probing; one slot is always free). */
-static record_t *record_at(uintptr_t p) {
-  size_t i = slot_of(p, record_bits);
-  while (records[i].p != p && records[i].p) i = (i + 1) & record_mask();
-  return &records[i];
+static record_t *record_at(shard_t *sh, uintptr_t p) {
+  size_t i = slot_of(p, sh->bits);
+  while (sh->records[i].p != p && sh->records[i].p) i = (i + 1) & record_mask(sh);
+  return &sh->records[i];
 }
 
 /* The table at twice its size, its records hashed anew; false if there is no memory for it. */
-static bool records_grow(void) {
-  unsigned bits = record_bits + 1;
-  record_t *old = records, *table = hk_os_map(sizeof *table << bits);
+static bool records_grow(shard_t *sh) {
+  unsigned bits = sh->bits + 1;
+  record_t *old = sh->records, *table = hk_os_map(sizeof *table << bits);
   if (!table) return false;
-  for (size_t i = 0; i <= record_mask(); i++) {
+  for (size_t i = 0; i <= record_mask(sh); i++) {
     if (!old[i].p) continue;
     size_t j = slot_of(old[i].p, bits);
     while (table[j].p) j = (j + 1) & (((size_t)1 << bits) - 1);
     table[j] = old[i];
   }
-  __atomic_store_n(&records, table, __ATOMIC_RELAXED);
-  __atomic_store_n(&record_bits, bits, __ATOMIC_RELAXED);
+  __atomic_store_n(&sh->records, table, __ATOMIC_RELAXED);
+  __atomic_store_n(&sh->bits, bits, __ATOMIC_RELAXED);
   hk_os_unmap(old, sizeof *old << (bits - 1));
   return true;
 }
 
 /* p's record, made if new (counted, its fields the caller's); NULL if the table is full. */
-static record_t *record_add(uintptr_t p) {
-  record_t *r = record_at(p);
+static record_t *record_add(shard_t *sh, uintptr_t p) {
+  record_t *r = record_at(sh, p);
   if (r->p) return r;
-  size_t size = record_mask() + 1;  /* grown at half full; three quarters where it cannot grow */
-  if (held.record_count >= size / 2 && (record_bits == RECORD_BITS_MAX || !records_grow()) && held.record_count >= size / 4 * 3)
+  size_t size = record_mask(sh) + 1;  /* grown at half full; three quarters where it cannot grow */
+  if (sh->count >= size / 2 && (sh->bits == RECORD_BITS_MAX || !records_grow(sh)) && sh->count >= size / 4 * 3)
     return NULL;
-  held.record_count++;
-  return record_at(p);
+  sh->count++;
+  return record_at(sh, p);
 }
 
 /* The live records per address hash: a filter, read without the lock, that
@@ -245,12 +271,13 @@ static void count_record(uintptr_t p, int delta) {
 }
 
 /* Empties slot r, moving up the records behind it that probing would no longer reach. */
-static void record_remove(record_t *r) {
+static void record_remove(shard_t *sh, record_t *r) {
+  record_t *records = sh->records;
   size_t hole = (size_t)(r - records);
   records[hole].p = 0;
-  held.record_count--;
-  for (size_t i = (hole + 1) & record_mask(); records[i].p; i = (i + 1) & record_mask()) {
-    size_t home = slot_of(records[i].p, record_bits);
+  sh->count--;
+  for (size_t i = (hole + 1) & record_mask(sh); records[i].p; i = (i + 1) & record_mask(sh)) {
+    size_t home = slot_of(records[i].p, sh->bits);
     /* i stays if its home lies cyclically in (hole, i] */
     if ((i > hole) ? (home > hole && home <= i) : (home > hole || home <= i)) continue;
     records[hole] = records[i];
@@ -259,11 +286,14 @@ static void record_remove(record_t *r) {
   }
 }
 
+/* Adds (sign 1) or takes away (-1) r's estimate to its stack's; under r's shard lock. */
 static void weigh(stack_t *s, const record_t *r, double sign) {
   double bytes = r->crossings * period, objs = bytes / (double)hk_max(r->size, 1);
+  while (__atomic_exchange_n(&s->busy, 1, __ATOMIC_ACQUIRE)) hk_pause();
   s->live_objs += sign * objs, s->live_bytes += sign * bytes;
-  held.live_bytes += sign * bytes;
   if (sign > 0) s->all_objs += objs, s->all_bytes += bytes;
+  __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+  if (intervals) __atomic_fetch_add(&live_total, (int64_t)(sign * bytes), __ATOMIC_RELAXED);
 }
 
 static void dump_numbered(void);
@@ -300,93 +330,118 @@ static inline __attribute__((always_inline)) int libc_backtrace(void **pc, int m
   return n;
 }
 
+static bool kept_any(unsigned cls) {
+  for (unsigned i = 0; i < SHARDS; i++)
+    if (__atomic_load_n(&kept[cls][i], __ATOMIC_RELAXED)) return true;
+  return false;
+}
+
+/* The shard of a stand-in of class cls kept, locked, the stand-in taken
+ * into *p; NULL if none is. */
+static shard_t *kept_take(unsigned cls, void **p) {
+  for (unsigned i = 0; i < SHARDS; i++) {
+    if (!__atomic_load_n(&kept[cls][i], __ATOMIC_RELAXED)) continue;
+    hk_lock_spinning(&shards[i].lock);
+    if ((*p = kept[cls][i])) {
+      __atomic_store_n(&kept[cls][i], NULL, __ATOMIC_RELAXED);
+      return &shards[i];
+    }
+    hk_unlock(&shards[i].lock);
+  }
+  return NULL;
+}
+
+/* The stack is taken before any lock; a stand-in reused is taken once it
+ * is known, so that it needs no putting back (its record, kept, is found). */
 void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) {
   void *pc[DEPTH + SKIP];
   unsigned cls = stand_in ? hk_size_to_class(stand_in + HK_CANARY) : 0;
   bool reused = !p;
-  if (!reused) __builtin_prefetch(record_hint(p), 1);  /* a miss outside the lock */
-  hk_lock_spinning(&held.lock);
-  if (reused && !kept.count[cls]) {
-    hk_unlock(&held.lock);
-    return NULL;
-  }
-  if (reused) p = kept.p[cls][--kept.count[cls]];
+  if (reused && !kept_any(cls)) return NULL;
+  if (!reused) __builtin_prefetch(record_hint(shard_of(p), p), 1);  /* a miss while the stack is walked */
   int n = (int)hk_unwind(pc, DEPTH + SKIP);
   if (!n) {  /* a frame whose rule the walker does not keep */
-    hk_unlock(&held.lock);
     n = libc_backtrace(pc, DEPTH + SKIP);
-    hk_lock(&held.lock);
   } else if (HAK_CHECKS) {
     void *check[DEPTH + SKIP];
-    hk_unlock(&held.lock);
     int m = libc_backtrace(check, DEPTH + SKIP);
-    hk_lock(&held.lock);
     for (int i = 1; i < n && i < m; i++) hk_assert(pc[i] == check[i], "heap profile: a stack differs from backtrace()'s");
   }
   int top = n > SKIP ? SKIP : n;
   while (top < n && (uintptr_t)pc[top] >= own_lo && (uintptr_t)pc[top] < own_hi) top++;
   stack_t *s = stack_of(pc + top, (unsigned)(n - top));
-  record_t *r = s ? record_add((uintptr_t)p) : NULL;  /* a kept stand-in's own */
+  shard_t *sh = !s ? NULL : reused ? kept_take(cls, &p) : shard_of(p);
+  if (!sh) return NULL;
+  if (!reused) hk_lock_spinning(&sh->lock);
+  record_t *r = record_add(sh, (uintptr_t)p);  /* a kept stand-in's own */
   if (r) {
     if (!reused) count_record((uintptr_t)p, 1);
     *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, size, (uint32_t)stand_in, false};
     weigh(s, r, 1);
-  } else if (reused) {
-    keep(cls, p);
   }
-  bool due = r && next_dump && held.live_bytes >= next_dump;
-  hk_unlock(&held.lock);
-  if (due) dump_numbered();
+  hk_unlock(&sh->lock);
+  if (r && intervals &&
+      __atomic_load_n(&live_total, __ATOMIC_RELAXED) >= __atomic_load_n(&next_dump, __ATOMIC_RELAXED))
+    dump_numbered();
   return r ? p : NULL;
 }
 
 size_t hk_prof_stand_in(const void *p, bool *freed) {
   *freed = false;
   if (!maybe_recorded(p)) return 0;
-  hk_lock_spinning(&held.lock);
-  record_t *r = record_at((uintptr_t)p);
-  size_t usable = r && r->p ? r->stand_in : 0;
+  shard_t *sh = shard_of(p);
+  hk_lock_spinning(&sh->lock);
+  record_t *r = record_at(sh, (uintptr_t)p);
+  size_t usable = r->p ? r->stand_in : 0;
   *freed = usable && r->kept;
-  hk_unlock(&held.lock);
+  hk_unlock(&sh->lock);
   return usable;
 }
 
+/* The record goes from one shard to the other, a lock at a time: the block
+ * is the caller's, whose realloc has not returned it yet. */
 void hk_prof_moved(const void *from, void *to) {
   if (!maybe_recorded(from)) return;
-  hk_lock_spinning(&held.lock);
-  record_t *r = record_at((uintptr_t)from);
-  if (r && r->p) {
-    record_t moved = *r;
-    record_remove(r);
+  shard_t *sh = shard_of(from);
+  hk_lock_spinning(&sh->lock);
+  record_t *r = record_at(sh, (uintptr_t)from), moved = *r;
+  if (r->p) {
+    record_remove(sh, r);
     count_record((uintptr_t)from, -1);
-    moved.p = (uintptr_t)to;
-    if ((r = record_add(moved.p))) *r = moved, count_record(moved.p, 1);
-    else weigh(&stacks[moved.stack], &moved, -1);
   }
-  hk_unlock(&held.lock);
+  hk_unlock(&sh->lock);
+  if (!moved.p) return;
+  moved.p = (uintptr_t)to;
+  sh = shard_of(to);
+  hk_lock_spinning(&sh->lock);
+  if ((r = record_add(sh, moved.p))) *r = moved, count_record(moved.p, 1);
+  else weigh(&stacks[moved.stack], &moved, -1);
+  hk_unlock(&sh->lock);
 }
 
 hk_prof_freed_t hk_prof_forget(void *p) {
   if (!maybe_recorded(p)) return HK_PROF_UNSAMPLED;
-  __builtin_prefetch(record_hint(p), 1);
-  hk_lock_spinning(&held.lock);
-  record_t *r = record_at((uintptr_t)p);
+  shard_t *sh = shard_of(p);
+  __builtin_prefetch(record_hint(sh, p), 1);
+  hk_lock_spinning(&sh->lock);
+  record_t *r = record_at(sh, (uintptr_t)p);
   hk_prof_freed_t what = HK_PROF_UNSAMPLED;
-  unsigned cls = r && r->p && r->stand_in ? hk_size_to_class(r->stand_in + HK_CANARY) : 0;
-  if (r && r->p && r->kept) {
+  unsigned cls = r->p && r->stand_in ? hk_size_to_class(r->stand_in + HK_CANARY) : 0;
+  if (r->p && r->kept) {
     what = HK_PROF_FREED_TWICE;
-  } else if (r && r->p) {
+  } else if (r->p) {
     weigh(&stacks[r->stack], r, -1);
-    what = cls && kept.count[cls] < KEPT_MAX ? HK_PROF_KEPT : HK_PROF_FORGOTTEN;
+    void **slot = &kept[cls][sh - shards];
+    what = cls && !*slot ? HK_PROF_KEPT : HK_PROF_FORGOTTEN;
     if (what == HK_PROF_KEPT) {
       r->kept = true;
-      keep(cls, p);
+      __atomic_store_n(slot, p, __ATOMIC_RELAXED);
     } else {
-      record_remove(r);
+      record_remove(sh, r);
       count_record((uintptr_t)p, -1);
     }
   }
-  hk_unlock(&held.lock);
+  hk_unlock(&sh->lock);
   return what;
 }
 
@@ -434,12 +489,21 @@ static void stack_counts(const stack_t *s, uint64_t c[4]) {
   counts(s->all_objs, s->all_bytes, &c[2], &c[3]);
 }
 
-/* Writes the profile; the lock is held.  The header's totals are the sums
- * of the lines, each unsampled at its own average size. */
+/* Every shard's lock, which the counters' writers hold, in the one order. */
+static void lock_shards(void) {
+  for (unsigned i = 0; i < SHARDS; i++) hk_lock(&shards[i].lock);
+}
+static void unlock_shards(void) {
+  for (unsigned i = SHARDS; i-- > 0;) hk_unlock(&shards[i].lock);
+}
+static bool stack_made(const stack_t *s) { return __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE); }
+
+/* Writes the profile; the shards' locks are held.  The header's totals are
+ * the sums of the lines, each unsampled at its own average size. */
 static void write_profile(out_t *o) {
   uint64_t total[4] = {0, 0, 0, 0}, c[4];
   for (unsigned i = 0; i < STACKS; i++) {
-    if (!stacks[i].hash) continue;
+    if (!stack_made(&stacks[i])) continue;
     stack_counts(&stacks[i], c);
     for (int k = 0; k < 4; k++) total[k] += c[k];
   }
@@ -447,7 +511,7 @@ static void write_profile(out_t *o) {
              (unsigned long)period);
   for (unsigned i = 0; i < STACKS; i++) {
     const stack_t *s = &stacks[i];
-    if (!s->hash) continue;
+    if (!stack_made(s)) continue;
     stack_counts(s, c);
     out_printf(o, "%lu: %lu [%lu: %lu] @", c[0], c[1], c[2], c[3]);
     for (unsigned f = 0; f < s->depth; f++) out_printf(o, " %p", s->pc[f]);
@@ -474,9 +538,9 @@ HK_EXPORT int hak_prof_dump(const char *path) {
   o.n = 0;
   o.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (o.fd < 0) return -1;
-  hk_lock(&held.lock);
+  lock_shards();
   write_profile(&o);
-  hk_unlock(&held.lock);
+  unlock_shards();
   return close(o.fd);
 }
 
@@ -493,13 +557,15 @@ static void dump_to(unsigned n) {
   hak_prof_dump(path);
 }
 
-/* HAKMEM_PROF_INTERVAL_MB: the live heap grew by the interval since the last one. */
+/* HAKMEM_PROF_INTERVAL_MB: the live heap grew by the interval since the
+ * last one (to be seen again under the lock: threads may cross it at once). */
 static void dump_numbered(void) {
-  hk_lock(&held.lock);
-  unsigned n = ++dumps;
-  next_dump = held.live_bytes + (double)hk_opt.prof_interval_mb * 1048576;
-  hk_unlock(&held.lock);
-  dump_to(n);
+  hk_lock(&dump_lock);
+  int64_t live = __atomic_load_n(&live_total, __ATOMIC_RELAXED);
+  unsigned n = live >= next_dump ? ++dumps : 0;
+  if (n) __atomic_store_n(&next_dump, live + (int64_t)hk_opt.prof_interval_mb * 1048576, __ATOMIC_RELAXED);
+  hk_unlock(&dump_lock);
+  if (n) dump_to(n);
 }
 
 /* ---- set-up, exit, fork --------------------------------------------------------- */
@@ -507,9 +573,13 @@ void hk_prof_init(void) {
   bool wanted = hk_opt.prof || hk_opt.prof_leaks || hk_option_from_env(&hk_opt.prof_sample);
   if (!wanted || !hk_opt.prof_sample) return;
   stacks = hk_os_map(STACKS * sizeof *stacks);
-  record_bits = RECORD_BITS_FIRST;
-  records = hk_os_map(sizeof *records << record_bits);
-  if (!stacks || !records) {
+  bool mapped = stacks;
+  for (unsigned i = 0; i < SHARDS; i++) {
+    pthread_mutex_init(&shards[i].lock, NULL);
+    shards[i].bits = RECORD_BITS_FIRST;
+    mapped = mapped && (shards[i].records = hk_os_map(sizeof *shards[i].records << RECORD_BITS_FIRST));
+  }
+  if (!mapped) {
     hk_message("hakmem: heap profile off: no memory for its tables\n");
     return;
   }
@@ -518,7 +588,8 @@ void hk_prof_init(void) {
   prof_pid = getpid();
   bool first = true;
   dl_iterate_phdr(find_own, &first);
-  if (hk_opt.prof && hk_opt.prof_interval_mb) next_dump = (double)hk_opt.prof_interval_mb * 1048576;
+  intervals = hk_opt.prof && hk_opt.prof_interval_mb;
+  next_dump = (int64_t)hk_opt.prof_interval_mb * 1048576;
   hk_prof_on = true;
 }
 
@@ -529,7 +600,7 @@ static void report_leaks(void) {
     const stack_t *best = NULL;  /* the largest below the last one shown */
     for (unsigned i = 0; i < STACKS; i++) {
       const stack_t *s = &stacks[i];
-      if (s->hash && s->live_bytes >= 0.5 && s->live_bytes < shown && (!best || s->live_bytes > best->live_bytes))
+      if (stack_made(s) && s->live_bytes >= 0.5 && s->live_bytes < shown && (!best || s->live_bytes > best->live_bytes))
         best = s;
     }
     if (!best) break;
@@ -558,14 +629,28 @@ void hk_prof_at_exit(void) {
   if (!hk_prof_on) return;
   if (hk_opt.prof) dump_to(0);
   if (hk_opt.prof_leaks) {
-    hk_lock(&held.lock);
+    lock_shards();
     report_leaks();
-    hk_unlock(&held.lock);
+    unlock_shards();
   }
 }
 
-void hk_prof_fork_lock(void) { hk_lock(&held.lock); }
+/* Every lock of the profile's: none is taken within another.  The
+ * unwinder's rules are made under a flag of its own, never waited for. */
+void hk_prof_fork_lock(void) {
+  hk_lock(&dump_lock);
+  hk_lock(&stacks_lock);
+  lock_shards();
+}
 void hk_prof_fork_unlock(bool child) {
-  if (child) pthread_mutex_init(&held.lock, NULL);
-  else hk_unlock(&held.lock);
+  if (child) {
+    pthread_mutex_init(&dump_lock, NULL);
+    pthread_mutex_init(&stacks_lock, NULL);
+    for (unsigned i = 0; i < SHARDS; i++) pthread_mutex_init(&shards[i].lock, NULL);
+    hk_unwind_forked();
+  } else {
+    unlock_shards();
+    hk_unlock(&stacks_lock);
+    hk_unlock(&dump_lock);
+  }
 }

@@ -48,8 +48,9 @@ HK_HIDDEN hk_prof_freed_t hk_prof_forget(void *p);  /* p is freed: what its reco
 HK_HIDDEN void hk_prof_at_exit(void);
 /* The return addresses of the caller's frame and those above it, up to max,
  * as backtrace() gives them, from rules kept per address (unwind.c); 0 if
- * a frame's rule is not one it keeps.  Under the profile's lock. */
+ * a frame's rule is not one it keeps.  Takes no lock. */
 HK_HIDDEN unsigned hk_unwind(void **pc, unsigned max);
+HK_HIDDEN void hk_unwind_forked(void);  /* in a fork's child: no thread is making a rule */
 HK_HIDDEN void hk_prof_fork_lock(void);
 HK_HIDDEN void hk_prof_fork_unlock(bool child);
 

@@ -27,7 +27,13 @@ typedef struct rule {
   uint8_t cfa_rbp, last;      /* last: the outermost frame (return address undefined) */
 } rule_t;
 
-static rule_t rules[RULES];   /* under the caller's lock (the profile's) */
+/* Read without a lock: a slot, once its pc is stored (release, last), is
+ * never written again; a rule is kept in the first free slot of the
+ * RULE_PROBES from its pc's, by the one thread that holds `making`, and
+ * one whose slots are all taken is read from its FDE at each sample. */
+#define RULE_PROBES 4
+static rule_t rules[RULES + RULE_PROBES];
+static bool making;
 
 /* ---- reading .eh_frame -------------------------------------------------------- */
 static uint64_t uleb(const uint8_t **p) {
@@ -226,17 +232,32 @@ static int rule_of(uintptr_t pc, rule_t *r) {
   return KEPT;
 }
 
-/* pc's rule (rule_of), kept in *r when KEPT; the others are looked for
- * again at the next sample through pc. */
-static int rule_at(uintptr_t pc, const rule_t **r) {
+/* pc's rule (rule_of) in *r when KEPT, kept if there is room; the others
+ * are looked for again at the next sample through pc. */
+static int rule_at(uintptr_t pc, rule_t *r) {
   rule_t *slot = &rules[hk_hash_index(pc, RULE_BITS)];
-  *r = slot;
-  if (slot->pc == pc) return KEPT;
-  rule_t fresh;
-  int found = rule_of(pc, &fresh);
-  if (found == KEPT) *slot = fresh;
+  for (unsigned i = 0; i < RULE_PROBES; i++) {
+    uintptr_t at = __atomic_load_n(&slot[i].pc, __ATOMIC_ACQUIRE);
+    if (at == pc) return *r = slot[i], KEPT;
+    if (!at) break;
+  }
+  int found = rule_of(pc, r);
+  if (found != KEPT || __atomic_exchange_n(&making, true, __ATOMIC_ACQUIRE)) return found;
+  for (unsigned i = 0; i < RULE_PROBES; i++) {
+    uintptr_t at = __atomic_load_n(&slot[i].pc, __ATOMIC_RELAXED);
+    if (at == pc) break;
+    if (at) continue;
+    rule_t *to = &slot[i];  /* all but its pc, which readers test */
+    to->cfa_off = r->cfa_off, to->ra_off = r->ra_off, to->rbp_off = r->rbp_off;
+    to->cfa_rbp = r->cfa_rbp, to->last = r->last;
+    __atomic_store_n(&to->pc, pc, __ATOMIC_RELEASE);
+    break;
+  }
+  __atomic_store_n(&making, false, __ATOMIC_RELEASE);
   return found;
 }
+
+void hk_unwind_forked(void) { making = false; }
 
 /* The return addresses of the calling function's frame and those above it
  * (as backtrace() gives them), up to max; 0 if a frame has a rule not kept.
@@ -247,15 +268,15 @@ __attribute__((noinline)) unsigned hk_unwind(void **pc, unsigned max) {
   __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(ip), "=r"(sp), "=r"(bp));
   unsigned n = 0;
   for (bool first = true; n < max; first = false) {
-    const rule_t *r;
+    rule_t r;
     int found = rule_at(first ? ip : ip - 1, &r);  /* a return address may end its function */
     if (found == UNKNOWN || (found == NONE && first)) return 0;
-    if (found == NONE || r->last) break;
-    uintptr_t cfa = (r->cfa_rbp ? bp : sp) + (uintptr_t)(intptr_t)r->cfa_off;
+    if (found == NONE || r.last) break;
+    uintptr_t cfa = (r.cfa_rbp ? bp : sp) + (uintptr_t)(intptr_t)r.cfa_off;
     if (cfa <= sp || cfa - sp > ((uintptr_t)1 << 26)) break;  /* a stack runs up, within reason */
     uintptr_t ra;
-    memcpy(&ra, (const void *)(cfa + (uintptr_t)(intptr_t)r->ra_off), sizeof ra);
-    if (r->rbp_off) memcpy(&bp, (const void *)(cfa + (uintptr_t)(intptr_t)r->rbp_off), sizeof bp);
+    memcpy(&ra, (const void *)(cfa + (uintptr_t)(intptr_t)r.ra_off), sizeof ra);
+    if (r.rbp_off) memcpy(&bp, (const void *)(cfa + (uintptr_t)(intptr_t)r.rbp_off), sizeof bp);
     sp = cfa, ip = ra;
     if (!ip) break;
     pc[n++] = (void *)ip;
@@ -265,4 +286,5 @@ __attribute__((noinline)) unsigned hk_unwind(void **pc, unsigned max) {
 
 #else
 unsigned hk_unwind(void **pc, unsigned max) { return (void)pc, (void)max, 0; }
+void hk_unwind_forked(void) {}
 #endif

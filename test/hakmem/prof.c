@@ -7,7 +7,9 @@
  * profile; the one site of twelve whose blocks are not freed, first in the
  * leak report at exit (HAKMEM_PROF_LEAKS=1), and none of the others; a profile at exit
  * (HAKMEM_PROF), one at each 50 MiB of growth, and a forked child's
- * beside its parent's; and with every allocation
+ * beside its parent's; four threads sampling at once, each freeing the
+ * blocks its neighbour took, leave the one site that keeps its blocks in
+ * the leak report, at its bytes within a quarter, and no other site; and with every allocation
  * sampled, blocks as without sampling (usable sizes, alignment, realloc
  * keeping the contents) and a double free still caught. */
 #include "testutil.h"
@@ -98,6 +100,38 @@ static void leaks(void) {
   }
 }
 
+/* Four threads: each round, each takes 256 blocks and frees its
+ * neighbour's; every 40th, it keeps one of 64 KiB (sampled for sure). */
+#define THREADS 4
+#define HANDED 256
+static void *handed[THREADS][HANDED], *kept_blocks[THREADS][8];
+static pthread_barrier_t turn;
+void thread_hands(int t, int i, size_t n);
+__attribute__((noinline)) void thread_hands(int t, int i, size_t n) {
+  CHECK((handed[t][i] = malloc(n)) != NULL);
+}
+void thread_keeps(int t, int i);
+__attribute__((noinline)) void thread_keeps(int t, int i) { CHECK((kept_blocks[t][i] = malloc(65536)) != NULL); }
+
+static void *threads_body(void *arg) {
+  int t = (int)(intptr_t)arg;
+  for (int round = 0; round < 200; round++) {
+    for (int i = 0; i < HANDED; i++) thread_hands(t, i, sizes[(size_t)(i + round) % 5]);
+    pthread_barrier_wait(&turn);
+    for (int i = 0; i < HANDED; i++) free(handed[(t + 1) % THREADS][i]);
+    pthread_barrier_wait(&turn);
+    if (round % 40 == 0) thread_keeps(t, round / 40);
+  }
+  return NULL;
+}
+
+static void threads(void) {
+  pthread_t th[THREADS];
+  CHECK(pthread_barrier_init(&turn, NULL, THREADS) == 0);
+  for (intptr_t t = 0; t < THREADS; t++) CHECK(pthread_create(&th[t], NULL, threads_body, (void *)t) == 0);
+  for (int t = 0; t < THREADS; t++) CHECK(pthread_join(th[t], NULL) == 0);
+}
+
 /* The same requests answered with and without sampling: printed, and compared by the parent. */
 static void blocks_seen(void) {
   static const size_t aligns[] = {16, 64, 4096, 65536};
@@ -177,6 +211,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "double_free_large")) freed_twice(90000, false);
     if (!strcmp(argv[1], "realloc_freed")) freed_twice(100, true);
     if (!strcmp(argv[1], "forked")) forked();
+    if (!strcmp(argv[1], "threads")) threads();
     return 0;
   }
   child_result_t res;
@@ -213,6 +248,20 @@ int main(int argc, char **argv) {
                 strstr(frame, "churn_0") < strstr(frame + 1, "\n"),
             "the first stack reported is not the leaking site's");
   CHECK_MSG(!strstr(res.err, "churn_1"), "a site that freed its blocks is reported as leaking");
+
+  const char *threads_env[] = {"HAKMEM_PROF_LEAKS=1", "HAKMEM_PROF_SAMPLE=4096", NULL};
+  run("threads", threads_env, &res);
+  CHECK(exited_0(&res));
+  double leaked = 0;
+  first = strstr(res.err, "hakmem: leak:");
+  CHECK_MSG(first && sscanf(first, "hakmem: leak: about %lf bytes", &leaked) == 1, "no leak reported");
+  frame = strchr(first, '\n');
+  CHECK_MSG(frame && strstr(frame, "thread_keeps") && strstr(frame, "thread_keeps") < strstr(frame + 1, "\n"),
+            "the first stack reported is not the keeping site's");
+  CHECK_MSG(!strstr(res.err, "thread_hands"), "a site whose blocks were all freed is reported as leaking");
+  const double kept_bytes = THREADS * 5 * 65536.0;
+  CHECK_MSG(leaked > kept_bytes * 0.75 && leaked < kept_bytes * 1.25, "%.0f bytes reported leaked of %.0f", leaked,
+            kept_bytes);
 
   char plain[] = "/tmp/hakmem-prof-plain-XXXXXX", sampled[] = "/tmp/hakmem-prof-sampled-XXXXXX";
   close(mkstemp(plain)), close(mkstemp(sampled));
