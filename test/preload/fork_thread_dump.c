@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* test-env: HAKMEM_TINY_FRONT_DUMP=1 */
+/* test-not-emulated: qemu-user forking while threads start and exit fails its own assertions (cpu_exec: cpu == current_cpu) and hangs */
 /* hakmem only.  fork while other threads exit and print their per-class
  * traffic (HAKMEM_TINY_FRONT_DUMP, under a lock of its own): the child must
  * be able to start and join a thread of its own, whose exit prints too.  A
