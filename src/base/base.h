@@ -100,8 +100,6 @@ static inline int hk_trylock(pthread_mutex_t *m) {
   hk_locks_held -= busy != 0;
   return busy;
 }
-/* Spins a little before it sleeps, where holds are short and come at a
- * high rate: a futex wait and wake-up cost more than the hold itself. */
 static inline void hk_pause(void) {
 #if defined(__x86_64__)
   __builtin_ia32_pause();
@@ -109,6 +107,8 @@ static inline void hk_pause(void) {
   __asm__ volatile("yield");
 #endif
 }
+/* Spins a little before it sleeps, where holds are short and come at a
+ * high rate: a futex wait and wake-up cost more than the hold itself. */
 static inline void hk_lock_spinning(pthread_mutex_t *m) {
   for (int i = 0; i < 100; i++) {
     if (!hk_trylock(m)) return;
@@ -172,8 +172,8 @@ static inline unsigned hk_popcount(uint64_t x) {
 }
 static inline uint64_t hk_bits(unsigned at, unsigned n) { return (n >= 64 ? ~0ull : (1ull << n) - 1) << at; }
 
-/* How many of the `len` bits of `mask` are set in x: no popcount call
- * (x86-64 baseline) where all are set or clear, as they mostly are. */
+/* How many of the `len` bits of `mask` are set in x: no count where all
+ * are set or clear, as they mostly are. */
 static inline unsigned hk_bits_in(uint64_t x, uint64_t mask, unsigned len) {
   x &= mask;
   return x == mask ? len : x ? hk_popcount(x) : 0;

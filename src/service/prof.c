@@ -88,7 +88,7 @@ typedef struct shard {
   unsigned bits;
   size_t count;
 } __attribute__((aligned(64))) shard_t;
-static shard_t shards[SHARDS];
+static shard_t shards[SHARDS] = {[0 ... SHARDS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static stack_t *stacks;
 static pthread_mutex_t stacks_lock = PTHREAD_MUTEX_INITIALIZER;  /* a new stack's slot */
 static double period;
@@ -575,7 +575,6 @@ void hk_prof_init(void) {
   stacks = hk_os_map(STACKS * sizeof *stacks);
   bool mapped = stacks;
   for (unsigned i = 0; i < SHARDS; i++) {
-    pthread_mutex_init(&shards[i].lock, NULL);
     shards[i].bits = RECORD_BITS_FIRST;
     mapped = mapped && (shards[i].records = hk_os_map(sizeof *shards[i].records << RECORD_BITS_FIRST));
   }
