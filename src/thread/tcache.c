@@ -56,13 +56,28 @@ static hk_front_t *fronts_take(void) {
   return f;
 }
 
+/* Adds n classes' counters to sum's. */
+static void fronts_add(hk_front_t *sum, const hk_front_t *f, unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    sum[i].hits += f[i].hits;
+    sum[i].misses += f[i].misses;
+    sum[i].overflows += f[i].overflows;
+    sum[i].moved += f[i].moved;
+    sum[i].parked_hits += f[i].parked_hits;
+    sum[i].from_others += f[i].from_others;
+  }
+}
+
 /* A block's counters added to `exited`, then the block back to the pool,
- * zero again where they were not. */
+ * zero again: one pass, testing the counters that change alone (blocks
+ * moved by a drain at exit), so that a short-lived thread costs little. */
 static void fronts_give(hk_front_t *f) {
   if (!f) return;
-  hk_front_add(exited, f);
-  for (unsigned c = 1; c <= HK_NCLASS; c++)
-    if (f[c].hits | f[c].misses | f[c].overflows) f[c] = (hk_front_t){0};
+  for (unsigned c = 1; c <= HK_NCLASS; c++) {
+    if (!((HAK_OBSERVE ? f[c].hits : 0) | f[c].misses | f[c].overflows | f[c].moved)) continue;  /* the rest change with these */
+    fronts_add(&exited[c], &f[c], 1);
+    f[c] = (hk_front_t){0};
+  }
   f[0].hits = (uintptr_t)fronts_free;
   fronts_free = f;
 }
@@ -354,8 +369,7 @@ static void registry_prune(void) {
 /* Adds a new thread's cache, replacing entries of threads that ended without
  * handing theirs back: the one whose TLS block it reuses, and one with its
  * tid, which the kernel reused (tgkill would say alive).  False if no room. */
-static bool registry_add(hk_tcache_t *tc) {
-  pid_t tid = gettid();
+static bool registry_add(hk_tcache_t *tc, pid_t tid) {
   for (size_t i = registry_n; i-- > 0;) {  /* downwards: what moves to i was seen */
     if (registry[i].tc != tc && registry[i].tid != tid) continue;
     registry_remove_at(i, true);
@@ -403,9 +417,10 @@ void hk_tcache_init(const pthread_key_t *key) {
 }
 
 void hk_thread_init(hk_tcache_t *tc) {
-  hk_lock(&registry_lock);
+  pid_t tid = gettid();  /* a system call: outside the lock every new thread takes */
+  hk_lock_spinning(&registry_lock);
   tc->front = exit_key_made ? fronts_take() : NULL;
-  bool registered = exit_key_made && registry_add(tc);
+  bool registered = exit_key_made && registry_add(tc, tid);
   if (!registered) fronts_give(tc->front), tc->front = NULL;
   hk_unlock(&registry_lock);
   if (!registered) {  /* no way to hand a cache back at exit, or to count it: none */
@@ -438,7 +453,7 @@ bool hk_thread_exit(hk_front_t *counters) {
   memset(tc->room, 0, sizeof tc->room);
   memset(tc->cap, 0, sizeof tc->cap);
   note_out(tc, 0);
-  hk_lock(&registry_lock);
+  hk_lock_spinning(&registry_lock);
   size_t i = registry_find(tc);
   hk_assert(i < registry_n, "thread cache not registered");
   if (counters && tc->front) memcpy(counters, tc->front, sizeof(fronts_t));
@@ -447,18 +462,6 @@ bool hk_thread_exit(hk_front_t *counters) {
   tc->front = NULL;
   hk_unlock(&registry_lock);
   return true;
-}
-
-void hk_front_add(hk_front_t *sum, const hk_front_t *f) {
-  for (unsigned c = 1; c <= HK_NCLASS; c++) {
-    if (!(f[c].hits | f[c].misses | f[c].overflows)) continue;  /* the others change with these */
-    sum[c].hits += f[c].hits;
-    sum[c].misses += f[c].misses;
-    sum[c].overflows += f[c].overflows;
-    sum[c].moved += f[c].moved;
-    sum[c].parked_hits += f[c].parked_hits;
-    sum[c].from_others += f[c].from_others;
-  }
 }
 
 /* A thread's counters, copied as cache_copy is: their thread writes them
@@ -485,7 +488,7 @@ void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
       cached[c] += (size_t)hk_max(n, 0);
     }
     const hk_front_t *f = read_fronts(registry[i].front);
-    if (f) hk_front_add(front, f);
+    if (f) fronts_add(front, f, HK_NCLASS + 1);
   }
   hk_unlock(&registry_lock);
 }

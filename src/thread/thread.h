@@ -121,7 +121,6 @@ HK_HIDDEN void hk_tcache_init(const pthread_key_t *key);
 /* p's list (p just pushed) outgrew its capacity, or the thread has no cache
  * yet; true if blocks went to the central cache (to await a purge). */
 HK_HIDDEN bool hk_tcache_overflow(void *p);
-HK_HIDDEN void hk_front_add(hk_front_t *sum, const hk_front_t *f);
 HK_HIDDEN void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads);
 HK_HIDDEN void hk_tcache_fork_lock(void);
 HK_HIDDEN void hk_tcache_fork_unlock(bool child, bool locked);  /* locked: by its prepare handler */

@@ -528,6 +528,35 @@ static void exited_threads_counted_once(void) {
   CHECK_EQ(class_of(&before, 3000)->overflows, a->overflows);
 }
 
+static void *blocks_to_free[4];
+
+/* A thread that frees a few blocks of a class into its list, without a
+ * miss or an overflow of it, and exits. */
+static void *free_few(void *arg) {
+  free(opaque_ptr(malloc(16)));  /* a cache */
+  for (int i = 0; i < 4; i++) free(blocks_to_free[i]);
+  return arg;
+}
+
+/* The blocks an exiting thread's lists hand back are counted as moved,
+ * once, in a class it neither missed nor overflowed. */
+static void exit_drain_counted(void) {
+  pthread_t t;
+  for (int i = 0; i < 4; i++) CHECK((blocks_to_free[i] = malloc(5000)) != NULL);
+  hak_stats_get(&before);
+  CHECK(pthread_create(&t, NULL, free_few, NULL) == 0);
+  CHECK(pthread_join(t, NULL) == 0);
+  hak_stats_get(&after);
+  const hak_class_stats_t *b = class_of(&before, 5000), *a = class_of(&after, 5000);
+  printf("  a thread's 4 blocks of 5000 B freed, then its exit: %zu moved, %zu misses, %zu overflows\n",
+         (size_t)(a->moved - b->moved), (size_t)(a->misses - b->misses), (size_t)(a->overflows - b->overflows));
+  CHECK_EQ(a->moved - b->moved, 4);
+  CHECK(pthread_create(&t, NULL, idle, NULL) == 0);  /* its counters' block, reused, starts from nothing */
+  CHECK(pthread_join(t, NULL) == 0);
+  hak_stats_get(&before);
+  CHECK_EQ(class_of(&before, 5000)->moved, a->moved);
+}
+
 static atomic_int stop;
 
 static void *monitor(void *arg) {
@@ -592,6 +621,7 @@ int main(int argc, char **argv) {
   RUN(huge_blocks);
   RUN(other_threads_caches);
   RUN(exited_threads_counted_once);
+  RUN(exit_drain_counted);
   RUN(small_lists_start_short);
   RUN(large_cache_grows);
   RUN(os_figures);
