@@ -33,22 +33,20 @@ static size_t refilled(unsigned cls, size_t size) {
   return (size_t)(1 + hk_tc.cap[cls] - hk_tc.room[cls]) * hk_classes[cls].size;
 }
 
-/* With the heap profile on: p, or the block taken for a sample in its
- * place when the `bytes` just handed out cross the thread's countdown
- * (service/prof.c).  The free of a sampled block must reach hk_free_slow,
+/* With the heap profile on, p just handed out by a refill whose bytes
+ * crossed the thread's countdown (service/prof.c): the block taken for a
+ * sample of that many crossings, p or one in its place.  The free of a sampled block must reach hk_free_slow,
  * where its record goes.  A huge block's does; a large class's block has
  * its unit to itself, whose class map entry is flagged HK_MAP_SAMPLED until
  * then; a small class's block shares its unit, and a huge block of its
  * usable size is sampled in its place (p goes back to the thread's list,
  * where the refill left it). */
 static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size_t alignment, bool zero,
-                                                     size_t bytes) {
-  unsigned crossings = hk_prof_count(bytes);
-  if (hk_likely(!crossings)) return p;
+                                                     unsigned crossings) {
   if (!cls) return hk_prof_sample(p, hk_huge_usable_size(p), 0, crossings), p;
   size_t usable = hk_classes[cls].size - HK_CANARY;
   if (hk_class_is_large(cls)) {
-    if (hk_prof_sample(p, usable, 0, crossings)) hk_class_map_set(p, 1, (uint8_t)(cls + HK_MAP_SAMPLED));
+    if (hk_prof_sample(p, usable, 0, crossings)) hk_map_reset(p, (uint8_t)(cls + HK_MAP_SAMPLED));
     return p;
   }
   void *q = alignment <= 16 ? hk_prof_sample(NULL, usable, usable, crossings) : NULL;  /* a kept stand-in */
@@ -87,16 +85,18 @@ static inline __attribute__((always_inline)) void *route_with(unsigned cls, size
     errno = p ? error : ENOMEM;
   }
   hk_purge_poll();
-  if (prof && p) return sampled(p, cls, alignment, zero, refilled(cls, size));
-  return p;
+  unsigned crossings = prof && p ? hk_prof_count(refilled(cls, size)) : 0;
+  return hk_unlikely(crossings) ? sampled(p, cls, alignment, zero, crossings) : p;
 }
 
 /* The process's first call, or a refill with the heap profile on.  The
- * class again: before the set-up, class_of had no class sizes to check an
- * alignment against. */
-static __attribute__((noinline, cold)) void *route_unusual(size_t size, size_t alignment, bool zero) {
-  hk_process_init();
-  unsigned cls = class_of(size, alignment);
+ * first call's class again: before the set-up, class_of had no class sizes
+ * to check an alignment against. */
+static __attribute__((noinline, cold)) void *route_unusual(unsigned cls, size_t size, size_t alignment, bool zero) {
+  if (hk_unlikely(!atomic_load_explicit(&hk_ready, memory_order_acquire))) {
+    hk_process_init_slow();
+    cls = class_of(size, alignment);
+  }
   return hk_prof_on ? route_with(cls, size, alignment, zero, true) : route_with(cls, size, alignment, zero, false);
 }
 
@@ -111,7 +111,7 @@ static inline __attribute__((always_inline)) void *route(size_t size, size_t ali
   void *p;
   if (cls && (p = hk_tcache_pop(cls))) return p;
   if (hk_unlikely(!atomic_load_explicit(&hk_route_plain, memory_order_acquire)))
-    return route_unusual(size, alignment, zero);
+    return route_unusual(cls, size, alignment, zero);
   return route_with(cls, size, alignment, zero, false);
 }
 
@@ -131,7 +131,7 @@ static uintptr_t class_in(uintptr_t entry) {
 static bool unsample(void *p, uintptr_t entry) {
   uintptr_t cls = class_in(entry);
   if (cls == entry || !hk_on_boundary(p, cls) || hk_prof_forget(p) != HK_PROF_FORGOTTEN) return false;
-  hk_class_map_set(p, 1, (uint8_t)cls);
+  hk_map_reset(p, (uint8_t)cls);
   return true;
 }
 

@@ -27,6 +27,11 @@ extern hk_fast_t hk_fast HK_HIDDEN;
 static inline __attribute__((always_inline)) uintptr_t hk_map_get(const void *p) {
   return hk_fast.map[(uintptr_t)p >> HK_UNIT_SHIFT];
 }
+/* Changes the entry of p's unit, which holds a class: its page is mapped
+ * (hk_class_map_set checks a new one's). */
+static inline void hk_map_reset(const void *p, uint8_t value) {
+  __atomic_store_n(&hk_fast.map[(uintptr_t)p >> HK_UNIT_SHIFT], value, __ATOMIC_RELAXED);
+}
 static inline __attribute__((always_inline)) bool hk_map_covers(const void *p) {
   return (uintptr_t)p >> HK_UNIT_SHIFT < hk_fast.map_units;
 }

@@ -103,7 +103,7 @@ static unsigned dumps;
  * sampling one: written under the shard's lock, with the stand-in's
  * record, and read as a hint without it.  A class's 8 on one line. */
 static void *kept[HK_NCLASS + 1][SHARDS] __attribute__((aligned(64)));
-static __thread int64_t countdown __attribute__((tls_model("initial-exec")));
+__thread int64_t hk_prof_countdown __attribute__((tls_model("initial-exec")));
 static __thread uint64_t rng __attribute__((tls_model("initial-exec")));
 static __thread bool in_prof __attribute__((tls_model("initial-exec")));  /* backtrace may allocate */
 
@@ -160,16 +160,15 @@ static int64_t interval(void) {
 }
 
 /* ---- sampling --------------------------------------------------------------- */
-unsigned hk_prof_count(size_t bytes) {
-  if (in_prof) return 0;
-  if (!rng) {
+unsigned hk_prof_crossed(size_t bytes) {
+  if (in_prof) return hk_prof_countdown += (int64_t)bytes, 0;  /* its own calls (backtrace's) are never sampled */
+  if (!rng) {  /* the thread's first count: its countdown was 0 */
     rng = ((uintptr_t)&rng * 0x9e3779b97f4a7c15ull) ^ (uint64_t)clock() ^ (uint64_t)getpid() << 32;
     if (!rng) rng = 1;
-    countdown = interval();
+    hk_prof_countdown += interval();
   }
-  countdown -= (int64_t)hk_min(bytes, (size_t)INT64_MAX / 2);
   unsigned crossings = 0;
-  while (countdown <= 0) countdown += interval(), crossings++;
+  while (hk_prof_countdown <= 0) hk_prof_countdown += interval(), crossings++;
   return crossings;
 }
 

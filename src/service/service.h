@@ -35,7 +35,14 @@ HK_HIDDEN void hk_stats_at_exit(void);
 /* ---- the sampled heap profile (prof.c): called from the slow paths only ------ */
 extern bool hk_prof_on HK_HIDDEN;             /* set at start-up, never changed */
 HK_HIDDEN void hk_prof_init(void);
-HK_HIDDEN unsigned hk_prof_count(size_t bytes);  /* bytes handed out: the samples they cross */
+/* Bytes handed out by a refill: the samples they cross (the thread's
+ * countdown to its next sample, drawn anew at each). */
+extern __thread int64_t hk_prof_countdown __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
+HK_HIDDEN unsigned hk_prof_crossed(size_t bytes);
+static inline unsigned hk_prof_count(size_t bytes) {
+  hk_prof_countdown -= (int64_t)bytes;  /* below 2^48 */
+  return hk_likely(hk_prof_countdown > 0) ? 0 : hk_prof_crossed(bytes);
+}
 /* Records p, a block of `size` usable bytes taken for a sample of that
  * weight; stand_in: the usable size of the class's block a huge block
  * stands for, else 0.  p NULL: a stand-in kept from a free, if one is.
