@@ -35,12 +35,12 @@ static size_t refilled(unsigned cls, size_t size) {
 
 /* With the heap profile on, p just handed out by a refill whose bytes
  * crossed the thread's countdown (service/prof.c): the block taken for a
- * sample of that many crossings, p or one in its place.  The free of a sampled block must reach hk_free_slow,
- * where its record goes.  A huge block's does; a large class's block has
- * its unit to itself, whose class map entry is flagged HK_MAP_SAMPLED until
- * then; a small class's block shares its unit, and a huge block of its
- * usable size is sampled in its place (p goes back to the thread's list,
- * where the refill left it). */
+ * sample of that many crossings, p or one in its place.  The free of a
+ * sampled block must reach hk_free_slow, where its record goes.  A huge
+ * block's does; a large class's block has its unit to itself, whose class
+ * map entry is flagged HK_MAP_SAMPLED until then; a small class's block
+ * shares its unit, and a huge block of its usable size is sampled in its
+ * place (p goes back to the thread's list, where the refill left it). */
 static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size_t alignment, bool zero,
                                                      unsigned crossings) {
   if (!cls) return hk_prof_sample(p, hk_huge_usable_size(p), 0, crossings), p;

@@ -161,7 +161,10 @@ static int64_t interval(void) {
 
 /* ---- sampling --------------------------------------------------------------- */
 unsigned hk_prof_crossed(size_t bytes) {
-  if (in_prof) return hk_prof_countdown += (int64_t)bytes, 0;  /* its own calls (backtrace's) are never sampled */
+  if (in_prof) {  /* the profile's own calls (backtrace's) are never sampled */
+    hk_prof_countdown += (int64_t)bytes;
+    return 0;
+  }
   if (!rng) {  /* the thread's first count: its countdown was 0 */
     rng = ((uintptr_t)&rng * 0x9e3779b97f4a7c15ull) ^ (uint64_t)clock() ^ (uint64_t)getpid() << 32;
     if (!rng) rng = 1;

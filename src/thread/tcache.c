@@ -74,7 +74,8 @@ static void fronts_add(hk_front_t *sum, const hk_front_t *f, unsigned n) {
 static void fronts_give(hk_front_t *f) {
   if (!f) return;
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
-    if (!((HAK_OBSERVE ? f[c].hits : 0) | f[c].misses | f[c].overflows | f[c].moved)) continue;  /* the rest change with these */
+    /* the others change with these; hits, counted by pops, only in the observe build */
+    if (!((HAK_OBSERVE ? f[c].hits : 0) | f[c].misses | f[c].overflows | f[c].moved)) continue;
     fronts_add(&exited[c], &f[c], 1);
     f[c] = (hk_front_t){0};
   }
