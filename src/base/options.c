@@ -48,7 +48,7 @@ const hk_option_t hk_option_table[] = {
     {"HAKMEM_HUGE_THP", FIELD(huge_thp), HK_OPT_BOOL, {1, 1, 0}, 1, NULL,
      "blocks above 1 MiB live on transparent huge pages where the kernel allows"},
     {"HAKMEM_SS_THP", FIELD(ss_thp), HK_OPT_BOOL, {1, 0, 0}, 1, NULL,
-     "SuperSlabs on transparent huge pages (the first one each half once its blocks have filled most of it): fewer page faults and TLB misses, a larger footprint"},
+     "SuperSlabs on transparent huge pages (a small process's first and sparse ones each half once filled): fewer page faults and TLB misses, a larger footprint"},
     {"HAKMEM_TINY_PREWARM_ALL", FIELD(prewarm_all), HK_OPT_UINT, SAME(0), 512, NULL,
      "blocks put in a new thread's cache for each class up to 2 KiB (capped at the class's capacity)"},
     PREWARM(0, "1-16 B"), PREWARM(1, "17-32 B"), PREWARM(2, "33-64 B"), PREWARM(3, "65-128 B"),

@@ -78,8 +78,10 @@ static inline void hk_units_release(const hk_units_t *m, unsigned u, unsigned n)
 
 #define HK_SS_UNITS (HK_SS_SIZE / HK_UNIT_SIZE) /* 64 units; unit 0 holds the header */
 #define HK_SS_CHUNK 8                           /* most SuperSlabs mapped by one mmap */
-#define HK_SS_DENSE_PAGES 256                   /* resident pages that turn half of the first SuperSlab huge, */
-#define HK_SS_DENSE_EVERY 8                     /* looked at on every 8th new slab, */
+#define HK_SS_SMALL_PAGED 2                     /* SuperSlabs on small pages: the first, and one of sparse slabs, */
+#define HK_SS_BIG 4                             /* while fewer than 4 have been mapped */
+#define HK_SS_DENSE_PAGES 256                   /* resident pages that turn half of one huge, */
+#define HK_SS_DENSE_EVERY 8                     /* looked at on every 8th new slab there, */
 #define HK_SS_DENSE_LOOKS 16                    /* 16 times at most */
 #define HK_REGION_UNITS (HK_REGION_SIZE / HK_UNIT_SIZE)  /* cut into units */
 #define HK_REGION_WORDS (HK_REGION_UNITS / 64)
@@ -239,10 +241,21 @@ typedef struct hk_superslab {
   uint8_t arena;                      /* the arena this SuperSlab belongs to */
   bool bare;                          /* empty, its never-used units given back too (huge pages
                                          made them resident unseen) */
+  uint8_t kind;                       /* the slabs it takes first: HK_SS_ANY, HK_SS_SPARSE (small pages) or HK_SS_DENSE */
+  bool small_pages;                   /* on small pages but for the halves made huge (`halves`) */
+  uint8_t halves;                     /* bit h: half h made huge; HK_HALF_SEEN: the second half used */
+  uint8_t looks, slabs_made;          /* at its halves' residence; new slabs since the last look */
   struct hk_superslab *next, *prev;   /* list of SuperSlabs with free units */
   uint8_t head_unit[HK_SS_UNITS];     /* first unit of the slab each unit belongs to */
   hk_slab_t slabs[HK_SS_UNITS];       /* descriptor of the slab headed by each unit */
 } hk_superslab_t;
+
+/* Sparse: a small class's slab when it has none, whose blocks are carved a
+ * few at a time (a class seldom used leaves most of it untouched); dense:
+ * the others; large: a large block, dense (most often written whole) but
+ * for where it may go (find_units). */
+enum { HK_SS_ANY, HK_SS_SPARSE, HK_SS_DENSE, HK_SS_LARGE };
+#define HK_HALF_SEEN 4u  /* in `halves`: the second half has had its first slab */
 
 static inline hk_superslab_t *hk_superslab_of(const void *p) {
   return (hk_superslab_t *)((uintptr_t)p & ~(HK_SS_SIZE - 1));
@@ -253,8 +266,9 @@ static inline hk_slab_t *hk_slab_of(const void *p) {
   return &ss->slabs[ss->head_unit[unit]];
 }
 
-/* from the calling thread's arena (warm: only on free units still resident, in any arena); *zero: its units read as zero */
-HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, bool warm, bool *zero);
+/* from the calling thread's arena (warm: only on free units still resident, in any arena), of kind HK_SS_SPARSE,
+ * HK_SS_DENSE or HK_SS_LARGE; *zero: its units read as zero */
+HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, unsigned kind, bool warm, bool *zero);
 HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
 HK_HIDDEN void hk_slab_release_chain(unsigned cls, void *chain);  /* one-block slabs of large blocks */
 /* The size of the block of the SuperSlab (huge region) holding p, live or
@@ -306,7 +320,7 @@ HK_HIDDEN size_t hk_jumbo_give_back(size_t want, size_t bytes);  /* arena 0's lo
  * `warm` does not apply); *zero: it reads as zero.  Released in chains. */
 static inline void *hk_large_take(unsigned cls, unsigned arena, bool warm, bool *zero) {
   if (hk_class_in_regions(cls)) return hk_huge_take_class(cls, arena, zero);
-  hk_slab_t *s = hk_slab_new(cls, arena, warm, zero);
+  hk_slab_t *s = hk_slab_new(cls, arena, HK_SS_LARGE, warm, zero);
   if (!s) return NULL;
   s->carved = 1;
   return s->start;

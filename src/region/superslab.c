@@ -22,26 +22,23 @@ static hk_units_t units_of(hk_superslab_t *ss) {
                       1, &hk_arenas[ss->arena].resident};
 }
 
+/* SuperSlabs on small pages (HK_SS_SMALL_PAGED at most), relaxed: a count. */
+static atomic_uint small_paged;
+
+/* HK_SS_BIG SuperSlabs mapped or more: the process is big. */
+static bool process_big(void) { return atomic_load_explicit(&superslabs_mapped, memory_order_relaxed) >= HK_SS_BIG; }
+
 /* Once the space reserved at start-up is full, or when there is none,
  * each arena maps SuperSlabs several at a time, as many as are mapped
  * already (at most HK_SS_CHUNK): a growing process makes a few system calls,
  * not one per 4 MiB, and those not yet handed out cost address space only. */
-static uint8_t *_Atomic first_spare;  /* the first SuperSlab mapped, without the space: on small pages */
-
-/* Maps the arena's next few SuperSlabs; called with its lock held. */
 static bool spares_map(hk_arena_t *a) {
   unsigned mapped = atomic_load_explicit(&superslabs_mapped, memory_order_relaxed);
   for (unsigned n = hk_max(hk_min(mapped, HK_SS_CHUNK), 1u); n; n /= 2) {
     uint8_t *p = hk_region_map(n * HK_SS_SIZE, HK_SS_SIZE, 0);
     if (!p) continue;
-    /* A huge page maps 2 MiB per fault but is resident whole: the first
-     * SuperSlab starts on small pages, so that a small program stays small
-     * (small_ss_densify).  Untouched units of a huge page are resident
-     * uncounted and purges leave them: only the speed profile takes them. */
-    size_t small = mapped > 0 ? 0 : HK_SS_SIZE;
-    if (!hk_opt.ss_thp) hk_os_advise_small(p, n * HK_SS_SIZE);  /* where the kernel's default is huge */
-    else if (n * HK_SS_SIZE > small) hk_os_advise_huge(p + small, n * HK_SS_SIZE - small);
-    if (small) first_spare = p;
+    if (hk_opt.ss_thp) hk_os_advise_huge(p, n * HK_SS_SIZE);  /* superslab_map: the few on small pages */
+    else hk_os_advise_small(p, n * HK_SS_SIZE);                /* where the kernel's default is huge */
     a->spare = p;
     a->nspare = n;
     return true;
@@ -49,45 +46,51 @@ static bool spares_map(hk_arena_t *a) {
   return false;
 }
 
-/* The process's first SuperSlab, on small pages (the space's first slot or
- * the first spare), and which of its halves are now huge pages (bit h).
- * Relaxed: only compared, or given to madvise and mincore, never read
- * through; a stale value costs one advice too many or too few. */
-static hk_superslab_t *_Atomic small_ss;
-static atomic_uint small_halves_huge, slabs_made;
-static atomic_bool small_second_half_used;
-
-/* Turns each half of the first SuperSlab whose pages are mostly resident
- * into one huge page (mincore on every HK_SS_DENSE_EVERY-th new slab, at
- * most HK_SS_DENSE_LOOKS times: more cost mixed_large 5 %).  A program whose
- * blocks fill 2 MiB there gets the TLB reach of later SuperSlabs (10 000
- * live 16-1040 B blocks: 12 % faster); one with a few blocks in each of many
- * classes stays on small pages (400 such blocks: 2 MiB resident, not 4). */
-static void small_ss_densify(hk_superslab_t *ss, unsigned unit, unsigned units) {
+/* Turns each half of a SuperSlab on small pages whose pages are mostly
+ * resident into one huge page (mincore on every HK_SS_DENSE_EVERY-th new
+ * slab there, HK_SS_DENSE_LOOKS times at most: more cost mixed_large 5 %).
+ * A program whose blocks fill 2 MiB there gets the TLB reach of the huge
+ * SuperSlabs (10 000 live 16-1040 B blocks: 12 % faster); one with a few
+ * blocks in each of many classes stays on small pages (400 such blocks:
+ * 2 MiB resident, not 4).  Called with the arena's lock held. */
+static void densify(hk_superslab_t *ss, unsigned unit, unsigned units) {
   /* The second half's first slab, if a large block (most often written
    * whole) or after a first half mostly written: huge pages there before a
    * page is touched, nothing to copy (mixed_large: 8 % faster). */
-  if (ss == atomic_load_explicit(&small_ss, memory_order_relaxed) && unit >= HK_SS_UNITS / 2 &&
-      !atomic_exchange_explicit(&small_second_half_used, true, memory_order_relaxed) &&
-      (units > 1 || hk_os_resident_pages(ss, HK_SS_SIZE / 2) >= HK_SS_DENSE_PAGES))
-    hk_os_advise_huge((uint8_t *)ss + HK_SS_SIZE / 2, HK_SS_SIZE / 2);
-  if (atomic_load_explicit(&slabs_made, memory_order_relaxed) >= HK_SS_DENSE_EVERY * HK_SS_DENSE_LOOKS ||
-      atomic_fetch_add_explicit(&slabs_made, 1, memory_order_relaxed) % HK_SS_DENSE_EVERY)
-    return;
-  ss = atomic_load_explicit(&small_ss, memory_order_relaxed);
+  if (unit >= HK_SS_UNITS / 2 && !(ss->halves & HK_HALF_SEEN)) {
+    ss->halves |= HK_HALF_SEEN;
+    if (units > 1 || hk_os_resident_pages(ss, HK_SS_SIZE / 2) >= HK_SS_DENSE_PAGES)
+      hk_os_advise_huge((uint8_t *)ss + HK_SS_SIZE / 2, HK_SS_SIZE / 2);
+  }
+  /* A process grown big: huge pages, for slabs of every kind (the TLB's
+   * misses cost mixed_large 5 %, a few MiB are little to it). */
+  bool big = process_big();
+  if (!big && (ss->looks >= HK_SS_DENSE_LOOKS || ++ss->slabs_made < HK_SS_DENSE_EVERY)) return;
+  ss->looks++;
+  ss->slabs_made = 0;
   for (unsigned h = 0; h < 2; h++) {
     uint8_t *half = (uint8_t *)ss + h * (HK_SS_SIZE / 2);
-    if (atomic_load_explicit(&small_halves_huge, memory_order_relaxed) >> h & 1 ||
-        hk_os_resident_pages(half, HK_SS_SIZE / 2) < HK_SS_DENSE_PAGES ||
-        atomic_fetch_or_explicit(&small_halves_huge, 1u << h, memory_order_relaxed) >> h & 1)
-      continue;
+    if (ss->halves >> h & 1 || (!big && hk_os_resident_pages(half, HK_SS_SIZE / 2) < HK_SS_DENSE_PAGES)) continue;
+    ss->halves |= 1u << h;
     hk_os_collapse_huge(half, HK_SS_SIZE / 2);
+  }
+  if (big) {
+    ss->small_pages = false;
+    ss->kind = HK_SS_ANY;
+    atomic_fetch_sub_explicit(&small_paged, 1, memory_order_relaxed);
   }
 }
 
-/* A SuperSlab from the space reserved at start-up (os.c), or else one of
- * the arena's spares; called with its lock held. */
-static hk_superslab_t *superslab_map(hk_arena_t *a) {
+/* A SuperSlab for a slab of `kind`, from the space reserved at start-up
+ * (os.c), or else one of the arena's spares; called with its lock held.  A
+ * huge page maps 2 MiB per fault but is resident whole, untouched bytes and
+ * all, and purges leave them.  So while the process is small, its first
+ * SuperSlab (which takes slabs of every kind) and one of sparse slabs after
+ * it are on small pages: a program with a few blocks in each of many
+ * classes leaves most of each slab untouched (gcc's cc1 on the sources of
+ * bench: up to 3.7 MiB less).  Dense slabs and large blocks go on huge
+ * pages. */
+static hk_superslab_t *superslab_map(hk_arena_t *a, unsigned kind) {
   hk_superslab_t *ss = hk_region_map(HK_SS_SIZE, 0, 0);
   if (!ss && !a->nspare && !spares_map(a)) return NULL;
   if (!ss) {
@@ -96,16 +99,17 @@ static hk_superslab_t *superslab_map(hk_arena_t *a) {
     a->nspare--;
   }
   atomic_fetch_add_explicit(&superslabs_mapped, 1, memory_order_relaxed);
-  if (hk_opt.ss_thp && ((void *)ss == hk_os_space_first() ||
-                        (uint8_t *)ss == atomic_load_explicit(&first_spare, memory_order_relaxed))) {
-    /* its pages are gone: small again, and asked to stay so where the
-     * kernel's default is huge pages everywhere (THP "always") */
-    hk_os_advise_small(ss, HK_SS_SIZE);
-    atomic_store_explicit(&small_halves_huge, 0, memory_order_relaxed);
-    atomic_store_explicit(&slabs_made, 0, memory_order_relaxed);
-    atomic_store_explicit(&small_second_half_used, false, memory_order_relaxed);
-    atomic_store_explicit(&small_ss, ss, memory_order_relaxed);
+  /* its advice before its first byte is written, the header's */
+  unsigned paged = hk_opt.ss_thp ? atomic_fetch_add_explicit(&small_paged, 1, memory_order_relaxed) : 0;
+  bool small = hk_opt.ss_thp && kind != HK_SS_ANY && (!paged || (paged < HK_SS_SMALL_PAGED && kind == HK_SS_SPARSE));
+  if (small) {
+    hk_os_advise_small(ss, HK_SS_SIZE);  /* also where the kernel's default is huge pages everywhere */
+  } else if (hk_opt.ss_thp) {
+    atomic_fetch_sub_explicit(&small_paged, 1, memory_order_relaxed);
+    if ((void *)ss == hk_os_space_first()) hk_os_advise_huge(ss, HK_SS_SIZE);  /* which os.c leaves */
   }
+  ss->small_pages = small;
+  ss->kind = !paged ? HK_SS_ANY : small ? HK_SS_SPARSE : HK_SS_DENSE;  /* sparse ones: on small pages */
   ss->used = HK_SS_RESERVED;  /* fresh mappings are zero otherwise */
   if (HAK_HARDENED) hk_os_protect((uint8_t *)ss + HK_SS_SIZE - HK_UNIT_SIZE, HK_UNIT_SIZE, false);
   ss->arena = (uint8_t)(a - hk_arenas);
@@ -113,34 +117,54 @@ static hk_superslab_t *superslab_map(hk_arena_t *a) {
   return ss;
 }
 
+/* A SuperSlab's free units still resident: those of its huge pages that
+ * hold its header, a unit in use or one written are, written or not. */
+static uint64_t resident_free(const hk_superslab_t *ss) {
+  uint64_t warm = ss->warm, touched = ((ss->used | ss->stale) & ~HK_SS_RESERVED) | 1;
+  for (unsigned h = 0; h < 2 && hk_opt.ss_thp && !ss->small_pages; h++)
+    if (touched & hk_page_mask(h)) warm |= hk_page_mask(h) & ~ss->used;
+  return warm;
+}
+
 /* Finds a run of units for a slab in the arena's SuperSlabs: the one needing
  * the fewest fresh units (*fresh), partly used SuperSlabs first on a tie;
- * NULL if none has room.  Called with the arena's lock held. */
-static hk_superslab_t *find_units(hk_arena_t *a, unsigned units, int *unit, unsigned *fresh) {
+ * NULL if none has room.  One of the slab's kind first; a large block goes
+ * to a sparse SuperSlab rather than a new one (a few faults more, not a
+ * huge page), a sparse slab to a dense one only when no SuperSlab more may
+ * be on small pages, a dense slab of small blocks never to a sparse one (its
+ * TLB misses: random_touch 20000000 100000 1 16 128 ends, 0.86 times as
+ * fast).  Called with the arena's lock held. */
+static hk_superslab_t *find_units(hk_arena_t *a, unsigned units, unsigned kind, int *unit, unsigned *fresh) {
   hk_superslab_t *ss = NULL;
-  unsigned best = units + 1, cold;
+  unsigned best = 2 * HK_SS_UNITS, cold;  /* a SuperSlab of another kind: HK_SS_UNITS fresh units more */
+  bool mix = kind == HK_SS_LARGE ||
+             (kind == HK_SS_SPARSE && atomic_load_explicit(&small_paged, memory_order_relaxed) >= HK_SS_SMALL_PAGED);
+  unsigned takes = kind == HK_SS_LARGE ? HK_SS_DENSE : kind;
   hk_superslab_t *lists[2] = {a->partial, a->empty};
   for (int l = 0; l < 2 && best; l++) {
     for (hk_superslab_t *s = lists[l]; s && best; s = s->next) {
-      int u = hk_find_run(~s->used, s->warm, units, ~0ull, &cold);
-      if (u >= 0 && cold < best) ss = s, *unit = u, best = cold;
+      bool other = takes != HK_SS_ANY && s->kind != takes && s->kind != HK_SS_ANY;
+      if (other && !mix) continue;
+      int u = hk_find_run(~s->used, resident_free(s), units, ~0ull, &cold);
+      if (u >= 0 && cold + other * HK_SS_UNITS < best) ss = s, *unit = u, best = cold + other * HK_SS_UNITS;
     }
   }
-  *fresh = best;
+  *fresh = best % HK_SS_UNITS;
   return ss;
 }
 
-/* Takes a run of units for a slab, in the arena's SuperSlabs or, if
+/* Takes a run of units for a slab of `kind`, in the arena's SuperSlabs or, if
  * `may_map`, in a new one; with `warm`, only a run of free units still
  * resident.  Moves the SuperSlab to the right list; *zero: every unit of the
  * run reads as zero (never written, or given back with MADV_DONTNEED).
  * Called with the arena's lock held. */
-static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool may_map, bool warm, bool *zero) {
+static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, unsigned kind, int *unit, bool may_map, bool warm,
+                                  bool *zero) {
   unsigned cold;
-  hk_superslab_t *ss = find_units(a, units, unit, &cold);
+  hk_superslab_t *ss = find_units(a, units, kind, unit, &cold);
   if (ss && warm && cold) return NULL;
   if (!ss) {
-    if (!may_map || !(ss = superslab_map(a))) return NULL;
+    if (!may_map || !(ss = superslab_map(a, kind))) return NULL;
     *unit = hk_find_run(~ss->used, 0, units, ~0ull, &cold);
     hk_list_push(&a->partial, ss);
   } else if (ss->used == HK_SS_RESERVED) {
@@ -154,32 +178,31 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, int *unit, bool
   hk_units_t m = units_of(ss);
   hk_units_take(&m, (unsigned)*unit, units);
   if (ss->used == ~0ull) hk_list_remove(&a->partial, ss);
+  if (ss->small_pages) densify(ss, (unsigned)*unit, units);
   return ss;
 }
 
-hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, bool warm, bool *zero) {
+hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, unsigned kind, bool warm, bool *zero) {
   const hk_class_info_t *ci = &hk_classes[cls];
   hk_arena_t *a = &hk_arenas[arena];
   int unit;
+  if (process_big()) kind = HK_SS_ANY;  /* kinds apart no more: huge pages for all (densify) */
   hk_lock(&a->lock);
-  hk_superslab_t *ss = take_units(a, ci->units, &unit, false, warm, zero);
+  hk_superslab_t *ss = take_units(a, ci->units, kind, &unit, false, warm, zero);
   hk_unlock(&a->lock);
   /* Before the process grows: free units of the other arenas. */
   for (unsigned i = 1, n = hk_arenas_used(); !ss && i < n; i++) {
     hk_arena_t *other = &hk_arenas[(arena + i) % n];
     hk_lock(&other->lock);
-    ss = take_units(other, ci->units, &unit, false, warm, zero);
+    ss = take_units(other, ci->units, kind, &unit, false, warm, zero);
     hk_unlock(&other->lock);
   }
   if (!ss && !warm) {
     hk_lock(&a->lock);
-    ss = take_units(a, ci->units, &unit, true, false, zero);
+    ss = take_units(a, ci->units, kind, &unit, true, false, zero);
     hk_unlock(&a->lock);
   }
   if (!ss) return NULL;
-  if (hk_unlikely(atomic_load_explicit(&small_halves_huge, memory_order_relaxed) != 3 &&
-                  atomic_load_explicit(&small_ss, memory_order_relaxed)))
-    small_ss_densify(ss, (unsigned)unit, ci->units);
 
   for (unsigned i = 0; i < ci->units; i++) ss->head_unit[unit + i] = (uint8_t)unit;
   hk_slab_t *slab = &ss->slabs[unit];
@@ -278,11 +301,7 @@ size_t hk_superslab_purge(hk_arena_t *a, int mode, bool *pending) {
     if (ss->dirty_old) continue;
     hk_list_remove(&a->empty, ss);
     a->nempty--;
-    if (ss == atomic_load_explicit(&small_ss, memory_order_relaxed)) {
-      atomic_store_explicit(&small_ss, NULL, memory_order_relaxed);
-      if ((uint8_t *)ss == atomic_load_explicit(&first_spare, memory_order_relaxed))
-        atomic_store_explicit(&first_spare, NULL, memory_order_relaxed);  /* unmapped: the address may be reused */
-    }
+    if (ss->small_pages) atomic_fetch_sub_explicit(&small_paged, 1, memory_order_relaxed);
     hk_region_unmap(ss, HK_SS_SIZE);
     bytes += HK_PAGE_SIZE;  /* the header's page */
   }

@@ -313,7 +313,7 @@ unsigned hk_central_take(unsigned cls, unsigned arena, unsigned want, void **cha
     hk_slab_t *s = c->partial;
     if (!s) {
       bool zero;  /* blocks are marked as they are carved */
-      s = hk_slab_new(cls, arena, false, &zero);
+      s = hk_slab_new(cls, arena, c->counts.slabs ? HK_SS_DENSE : HK_SS_SPARSE, false, &zero);
       if (!s) break;
       hk_list_push(&c->partial, s);
       c->nempty++;

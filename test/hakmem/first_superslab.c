@@ -4,7 +4,8 @@
  * pages, where the kernel's default is huge pages too (THP "always"): a
  * program with a few blocks in each of many size classes keeps it so (no
  * huge page there, and the SuperSlabs after it untouched), and a half of it
- * whose pages its blocks fill becomes one huge page.  Skipped where the
+ * whose pages its blocks fill becomes one huge page.  Past it, classes'
+ * first slabs go to a SuperSlab on small pages, apart from large blocks.  Skipped where the
  * kernel has no transparent huge pages or cannot collapse small pages into
  * one (MADV_COLLAPSE, Linux 6.1). */
 #include <sys/mman.h>
@@ -118,6 +119,56 @@ static void lean_child(void) {
   free(p);
 }
 
+/* A class's first slab is sparse (its blocks carved a few at a time) and
+ * goes to a SuperSlab on small pages once the first is full; the class's
+ * later slabs, and large blocks, to SuperSlabs on huge pages.  A child,
+ * whose first SuperSlab is its own. */
+static void sparse_slabs_on_small_pages(void) {
+  child_result_t res;
+  run_self("sparse", NULL, 30, &res);
+  if (res.err[0]) printf("%s", res.err);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
+}
+
+enum { LARGE_BLOCKS = 80 };
+static void sparse_child(void) {
+  static void *large[LARGE_BLOCKS], *dense64[4096];
+  uintptr_t first = 0, sparse = 0, dense = 0;
+  for (int i = 0; i < LARGE_BLOCKS; i++) {  /* 40 KiB, a unit each: the first SuperSlab full, then another */
+    CHECK((large[i] = malloc(40000)) != NULL);
+    memset(large[i], 3, 40000);
+    uintptr_t ss = (uintptr_t)large[i] & ~(SS_SIZE - 1);
+    if (!first) first = ss;
+    if (ss != first) dense = ss;
+  }
+  CHECK_MSG(dense != 0, "%d blocks of 40 000 B all in one SuperSlab", LARGE_BLOCKS);
+  CHECK(!no_huge_pages_asked(dense));
+  int k = 0;
+  for (size_t size = 16; size <= 1040; size += 16)
+    for (int i = 0; i < SMALL_PER_SIZE; i++) {
+      CHECK((small[k] = malloc(size)) != NULL);
+      memset(small[k], 1, size);
+      uintptr_t ss = (uintptr_t)small[k++] & ~(SS_SIZE - 1);
+      CHECK_MSG(ss != dense, "a first slab of blocks of %zu B among the large blocks", size);
+      if (ss != first) sparse = ss;
+    }
+  CHECK_MSG(sparse != 0, "the first SuperSlab took every class's first slab: no room made for the test");
+  CHECK(no_huge_pages_asked(sparse) && no_huge_pages_asked(sparse + SS_SIZE / 2));
+  long lo = anon_huge_kib(sparse), hi = anon_huge_kib(sparse + SS_SIZE / 2);
+  printf("  %d blocks of 16-1040 B, a SuperSlab of first slabs: huge pages in its halves %ld, %ld KiB\n", k, lo, hi);
+  CHECK_EQ(lo + hi, 0);
+  /* a class given more slabs: the later ones among the large blocks, whose SuperSlab has room */
+  int n = 0;
+  for (; n < 4096; n++) {
+    CHECK((dense64[n] = malloc(64)) != NULL);
+    if (((uintptr_t)dense64[n] & ~(SS_SIZE - 1)) == dense) break;
+  }
+  CHECK_MSG(n < 4096, "4096 blocks of 64 B, none beside the large blocks");
+  for (int i = 0; i <= n; i++) free(dense64[i]);
+  for (int i = 0; i < k; i++) free(small[i]);
+  for (int i = 0; i < LARGE_BLOCKS; i++) free(large[i]);
+}
+
 /* 64-byte blocks, slab after slab, into the units of the second half (the
  * small blocks took the first), until it is one huge page: its pages are
  * looked at on every 8th new slab, so within 8 slabs of its 256th page
@@ -152,8 +203,9 @@ static void filled_half_becomes_huge(void) {
 int main(int argc, char **argv) {
   test_init();
   CHECK_MSG(hakmem_active(), "this test needs hakmem");
-  if (argc > 1) {  /* the child of lean_asks_for_small_pages */
-    lean_child();
+  if (argc > 1) {  /* the child of lean_asks_for_small_pages, or of sparse_slabs_on_small_pages */
+    if (strcmp(argv[1], "sparse") == 0) sparse_child();
+    else lean_child();
     return 0;
   }
   RUN(lean_asks_for_small_pages);
@@ -161,6 +213,7 @@ int main(int argc, char **argv) {
     printf("skip: no transparent huge pages, or no MADV_COLLAPSE\n");
     return 77;
   }
+  RUN(sparse_slabs_on_small_pages);
   RUN(many_classes_stay_small);
   RUN(filled_half_becomes_huge);
   return 0;
