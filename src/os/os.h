@@ -32,6 +32,8 @@ HK_HIDDEN unsigned hk_os_resident_pages(void *p, size_t size);  /* of [p, p+size
 HK_HIDDEN void hk_os_advise_small(void *p, size_t size);  /* no huge pages there, even where THP is "always" */
 HK_HIDDEN void *hk_os_space_first(void);  /* the space's first SuperSlab slot, or NULL */
 HK_HIDDEN void hk_os_protect(void *p, size_t size, bool access);  /* guard pages: access or not */
+HK_HIDDEN bool hk_os_tid_init(void);  /* once the allocator is ready; true if hk_os_tid needs no system call */
+HK_HIDDEN pid_t hk_os_tid(void);  /* gettid(), read from the C library's thread descriptor where it can be */
 HK_HIDDEN unsigned hk_os_cpus(void);  /* CPUs the process may run on */
 HK_HIDDEN void hk_os_set_ceiling(uintptr_t ceiling);  /* new mappings go below it */
 

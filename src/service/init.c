@@ -132,6 +132,7 @@ void hk_process_init_slow(void) {
   /* May allocate, so only once the allocator is ready. */
   if (first) {
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    hk_os_tid_init();
     if (hk_opt.verbose) hk_options_print();
   }
 }

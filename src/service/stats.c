@@ -190,7 +190,7 @@ void hk_front_print(const char *who, const hk_front_t *front) {
     cs->block_size = hk_classes[c].size - HK_CANARY;
     front_into(cs, &front[c]);
   }
-  snprintf(name, sizeof name, "%s %ld", who, (long)gettid());
+  snprintf(name, sizeof name, "%s %ld", who, (long)hk_os_tid());
   front_csv(name, &s, false);
   hk_unlock(&front_print_lock);
 }

@@ -418,7 +418,7 @@ void hk_tcache_init(const pthread_key_t *key) {
 }
 
 void hk_thread_init(hk_tcache_t *tc) {
-  pid_t tid = gettid();  /* a system call: outside the lock every new thread takes */
+  pid_t tid = hk_os_tid();  /* outside the lock every new thread takes: maybe a system call */
   hk_lock_spinning(&registry_lock);
   tc->front = exit_key_made ? fronts_take() : NULL;
   bool registered = exit_key_made && registry_add(tc, tid);
@@ -512,7 +512,7 @@ void hk_tcache_fork_unlock(bool child, bool locked) {
       registry_remove_at(i, locked);
     }
     registry_pid = getpid();
-    if (registry_n) registry[0].tid = gettid();
+    if (registry_n) registry[0].tid = hk_os_tid();
     pthread_mutex_init(&registry_lock, NULL);
     atomic_store_explicit(&live_threads, (unsigned)registry_n, memory_order_relaxed);
   } else {
