@@ -46,7 +46,7 @@ const hk_option_t hk_option_table[] = {
      "bytes of 32 KiB-1 MiB blocks all thread caches together may hold, each thread at least 256 KiB "
      "(a thread starts there and grows to 4 MiB, then to its whole share, as it takes many)"},
     {"HAKMEM_HUGE_THP", FIELD(huge_thp), HK_OPT_BOOL, {1, 1, 0}, 1, NULL,
-     "blocks above 1 MiB live on transparent huge pages where the kernel allows"},
+     "blocks above 256 KiB on transparent huge pages where the kernel allows, a region's once it holds 1 MiB"},
     {"HAKMEM_SS_THP", FIELD(ss_thp), HK_OPT_BOOL, {1, 0, 0}, 1, NULL,
      "SuperSlabs on transparent huge pages (a small process's first and sparse ones each half once filled): fewer page faults and TLB misses, a larger footprint"},
     {"HAKMEM_TINY_PREWARM_ALL", FIELD(prewarm_all), HK_OPT_UINT, SAME(0), 512, NULL,

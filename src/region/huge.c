@@ -45,6 +45,7 @@ typedef struct hk_region {
                                        by a decommit of part of it: a fault there maps 4 KiB */
   unsigned top;                     /* units from here on never used nor resident: not searched */
   unsigned arena;                   /* its arena (jumbo regions: arena 0) */
+  bool small_pages;                 /* a shared region on small pages, until it holds HK_REGION_SMALL_UNITS */
   bool stretches_kept;              /* `free` follows `used` (blocks of the large classes leave it behind) */
   struct hk_region *next, *prev;
   uint16_t run[HK_REGION_UNITS];    /* units of the block starting at each unit */
@@ -220,9 +221,10 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, uns
    * even where the kernel's default is huge (THP "always"); the rest as the
    * option says. */
   size_t head = jumbo_head(offset, size);
-  hk_os_advise_small(r, head);
-  if (hk_opt.huge_thp) hk_os_advise_huge((uint8_t *)r + head, size - head);
-  else hk_os_advise_small((uint8_t *)r + head, size - head);
+  bool small = !offset || !hk_opt.huge_thp;
+  hk_os_advise_small(r, small ? size : head);
+  if (!small) hk_os_advise_huge((uint8_t *)r + head, size - head);
+  r->small_pages = !offset && hk_opt.huge_thp;
   r->magic = HK_REGION_MAGIC ^ (uintptr_t)r;
   r->size = size;
   r->offset = offset;
@@ -256,6 +258,35 @@ static unsigned stretch_start(const hk_region_t *r, unsigned u) {
   return k * 64 + 64 - (unsigned)__builtin_clzll(x);
 }
 
+/* A shared region starts on small pages: a huge page is resident whole, and
+ * a program with a few blocks of some hundred KiB used 2 MiB for each page
+ * they touched (gcc's cc1: 1.6 MiB more).  Once it holds this many units
+ * at once, its pages touched are made huge, and so are those it touches
+ * next (blocks of megabytes, most often written whole, fault 2 MiB at a
+ * time: big_blocks 5 times as fast). */
+#define HK_REGION_SMALL_UNITS 16
+
+static void grow_huge(hk_region_t *r) {
+  unsigned used = 0;
+  for (unsigned k = 0; k < HK_REGION_WORDS; k++) used += (unsigned)hk_popcount(r->used[k]);
+  if (used < HK_REGION_SMALL_UNITS + HK_REGION_HEADER_UNITS) return;
+  r->small_pages = false;
+  hk_os_advise_huge((uint8_t *)r + HK_GRANULE, HK_REGION_SIZE - HK_GRANULE);
+  for (unsigned h = 1; h < (r->top + 31) / 32; h++) {  /* the header's page stays small */
+    unsigned k = h / 2;
+    if (!((r->used[k] | r->warm[k]) & hk_page_mask(h))) {  /* maybe touched, none resident: faults stay 4 KiB */
+      r->split |= 1ull << h;
+      continue;
+    }
+    hk_os_collapse_huge((uint8_t *)r + h * HK_GRANULE, HK_GRANULE);  /* resident whole */
+    uint64_t faulted = hk_page_mask(h) & ~r->used[k] & ~r->warm[k];
+    r->dirty[k] |= faulted;
+    r->warm[k] |= faulted;
+    r->split &= ~(1ull << h);
+    if (faulted) hk_resident_add(&arena_of(r)->resident, (ptrdiff_t)hk_units_bytes((size_t)hk_popcount(faulted)));
+  }
+}
+
 /* Takes units [u, u+n) of a shared region.  A block that is the first to
  * touch a transparent huge page makes it resident whole: its other free
  * units then count as free resident memory (reused first, purged on
@@ -267,7 +298,7 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
   bool fresh[2];
   for (int i = 0; i < 2; i++) {
     unsigned k = ends[i] / 2;
-    fresh[i] = hk_opt.huge_thp && !(r->split >> ends[i] & 1) && !((r->used[k] | r->warm[k]) & hk_page_mask(ends[i])) &&
+    fresh[i] = !r->small_pages && hk_opt.huge_thp && !(r->split >> ends[i] & 1) && !((r->used[k] | r->warm[k]) & hk_page_mask(ends[i])) &&
                !(HAK_HARDENED && ends[i] == ends[1]);
   }
   r->top = hk_max(r->top, hk_min((u + n + 31) / 32 * 32, HK_REGION_UNITS));  /* past the last huge page touched */
@@ -281,6 +312,7 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
     r->warm[k] |= faulted;
     if (faulted) hk_resident_add(&arena_of(r)->resident, (ptrdiff_t)hk_units_bytes((size_t)hk_popcount(faulted)));
   }
+  if (r->small_pages) grow_huge(r);
 }
 
 /* Gives back units [u, u+n) of a shared region (units.c). */

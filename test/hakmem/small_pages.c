@@ -5,7 +5,8 @@
  * program with a few blocks in each of many size classes keeps it so (no
  * huge page there, and the SuperSlabs after it untouched), and a half of it
  * whose pages its blocks fill becomes one huge page.  Past it, classes'
- * first slabs go to a SuperSlab on small pages, apart from large blocks.  Skipped where the
+ * first slabs go to a SuperSlab on small pages, apart from large blocks.  A
+ * huge region starts on small pages too, until it holds 1 MiB.  Skipped where the
  * kernel has no transparent huge pages or cannot collapse small pages into
  * one (MADV_COLLAPSE, Linux 6.1). */
 #include <sys/mman.h>
@@ -200,11 +201,44 @@ static void filled_half_becomes_huge(void) {
   for (size_t i = 0; i < sizeof small / sizeof *small; i++) free(small[i]);
 }
 
+/* A huge region starts on small pages: blocks of some hundred KiB written
+ * whole take no huge page there; once the region holds 1 MiB of blocks,
+ * the page they touched becomes one, their contents kept.  A child, whose
+ * regions are its own. */
+static void region_starts_small(void) {
+  child_result_t res;
+  run_self("region", NULL, 30, &res);
+  if (res.err[0]) printf("%s", res.err);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
+}
+
+#define REGION_SIZE ((uintptr_t)128 << 20)
+static void region_child(void) {
+  size_t sizes[3] = {300 << 10, 400 << 10, 1 << 20};  /* 12 units, then 28: over 16 */
+  uint8_t *p[3];
+  for (int i = 0; i < 3; i++) {
+    CHECK((p[i] = malloc(sizes[i])) != NULL);
+    CHECK_EQ((uintptr_t)p[i] & ~(REGION_SIZE - 1), (uintptr_t)p[0] & ~(REGION_SIZE - 1));
+    memset(p[i], i + 1, sizes[i]);
+    long kib = anon_huge_kib((uintptr_t)p[0]);
+    bool nh = no_huge_pages_asked((uintptr_t)p[0]);
+    printf("  blocks of %zu KiB in a region: huge pages under the first %ld KiB%s\n", sizes[i] >> 10, kib,
+           nh ? ", asked for none" : "");
+    if (i < 2) CHECK(nh && kib == 0);
+    else CHECK(!nh && kib >= 2048);
+  }
+  for (int i = 0; i < 3; i++) {
+    for (size_t j = 0; j < sizes[i]; j += 4093) CHECK_EQ(p[i][j], i + 1);
+    free(p[i]);
+  }
+}
+
 int main(int argc, char **argv) {
   test_init();
   CHECK_MSG(hakmem_active(), "this test needs hakmem");
-  if (argc > 1) {  /* the child of lean_asks_for_small_pages, or of sparse_slabs_on_small_pages */
+  if (argc > 1) {  /* the child of lean_asks_for_small_pages, sparse_slabs_on_small_pages or region_starts_small */
     if (strcmp(argv[1], "sparse") == 0) sparse_child();
+    else if (strcmp(argv[1], "region") == 0) region_child();
     else lean_child();
     return 0;
   }
@@ -216,5 +250,6 @@ int main(int argc, char **argv) {
   RUN(sparse_slabs_on_small_pages);
   RUN(many_classes_stay_small);
   RUN(filled_half_becomes_huge);
+  RUN(region_starts_small);
   return 0;
 }
