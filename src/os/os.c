@@ -294,10 +294,10 @@ void hk_os_advise_small(void *p, size_t size) {
 
 void *hk_os_space_first(void) { return space; }
 
-void hk_os_collapse_huge(void *p, size_t size) {
+bool hk_os_collapse_huge(void *p, size_t size) {
   hk_os_advise_huge(p, size);
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
-  hk_keep_errno(madvise(p, size, MADV_COLLAPSE));
+  return hk_keep_errno(madvise(p, size, MADV_COLLAPSE)) == 0;
 }
 
 /* A thread's id without a system call (gettid took about 1 us here, a

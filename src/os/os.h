@@ -26,7 +26,7 @@ HK_HIDDEN bool hk_os_discard(void *p, size_t size);  /* its pages gone: zero whe
 HK_HIDDEN bool hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says; false if refused */
 HK_HIDDEN bool hk_os_huge_pages_available(void);  /* the kernel gives transparent huge pages to this process */
 HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */
-HK_HIDDEN void hk_os_collapse_huge(void *p, size_t size);  /* and made of the pages there now */
+HK_HIDDEN bool hk_os_collapse_huge(void *p, size_t size);  /* and made of the pages there now; false if refused */
 HK_HIDDEN bool hk_os_unit_pages(void *p, unsigned n, uint8_t *pages);  /* pages[i]: 4 KiB pages resident in unit i of n <= 64 from p */
 HK_HIDDEN unsigned hk_os_resident_pages(void *p, size_t size);  /* of [p, p+size), in 4 KiB pages, at most 4 MiB of them */
 HK_HIDDEN void hk_os_advise_small(void *p, size_t size);  /* no huge pages there, even where THP is "always" */

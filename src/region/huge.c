@@ -258,12 +258,22 @@ static unsigned stretch_start(const hk_region_t *r, unsigned u) {
   return k * 64 + 64 - (unsigned)__builtin_clzll(x);
 }
 
+/* Huge page h of a shared region made resident whole: its free units not
+ * yet resident are now, counted as free resident memory. */
+static void page_resident(hk_region_t *r, unsigned h) {
+  unsigned k = h / 2;
+  uint64_t faulted = hk_page_mask(h) & ~r->used[k] & ~r->warm[k];
+  r->dirty[k] |= faulted;
+  r->warm[k] |= faulted;
+  if (faulted) hk_resident_add(&arena_of(r)->resident, (ptrdiff_t)hk_units_bytes((size_t)hk_popcount(faulted)));
+}
+
 /* A shared region starts on small pages: a huge page is resident whole, and
  * a program with a few blocks of some hundred KiB used 2 MiB for each page
- * they touched (gcc's cc1: 1.6 MiB more).  Once it holds this many units
- * at once, its pages touched are made huge, and so are those it touches
- * next (blocks of megabytes, most often written whole, fault 2 MiB at a
- * time: big_blocks 5 times as fast). */
+ * they touched (gcc's cc1: up to 2.2 MiB more).  Once it holds this many
+ * units at once, its pages touched are made huge, and so are those it
+ * touches next (blocks of megabytes, most often written whole, fault 2 MiB
+ * at a time: big_blocks 5 times as fast). */
 #define HK_REGION_SMALL_UNITS 16
 
 static void grow_huge(hk_region_t *r) {
@@ -273,17 +283,16 @@ static void grow_huge(hk_region_t *r) {
   r->small_pages = false;
   hk_os_advise_huge((uint8_t *)r + HK_GRANULE, HK_REGION_SIZE - HK_GRANULE);
   for (unsigned h = 1; h < (r->top + 31) / 32; h++) {  /* the header's page stays small */
-    unsigned k = h / 2;
-    if (!((r->used[k] | r->warm[k]) & hk_page_mask(h))) {  /* maybe touched, none resident: faults stay 4 KiB */
+    /* a page none of whose units is resident (maybe touched), or that the
+     * kernel would not collapse (a hardened block's guard in it), faults
+     * 4 KiB at a time */
+    bool resident = (r->used[h / 2] | r->warm[h / 2]) & hk_page_mask(h);
+    if (resident && hk_os_collapse_huge((uint8_t *)r + h * HK_GRANULE, HK_GRANULE)) {
+      page_resident(r, h);
+      r->split &= ~(1ull << h);
+    } else {
       r->split |= 1ull << h;
-      continue;
     }
-    hk_os_collapse_huge((uint8_t *)r + h * HK_GRANULE, HK_GRANULE);  /* resident whole */
-    uint64_t faulted = hk_page_mask(h) & ~r->used[k] & ~r->warm[k];
-    r->dirty[k] |= faulted;
-    r->warm[k] |= faulted;
-    r->split &= ~(1ull << h);
-    if (faulted) hk_resident_add(&arena_of(r)->resident, (ptrdiff_t)hk_units_bytes((size_t)hk_popcount(faulted)));
   }
 }
 
@@ -305,13 +314,8 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
   if (r->stretches_kept) hk_stretches_take(&r->free, stretch_start(r, u), u, n);
   hk_units_t m = units_of(r);
   hk_units_take(&m, u, n);
-  for (int i = 0; i < 2 && (i == 0 || ends[1] != ends[0]); i++) {
-    unsigned k = ends[i] / 2;
-    uint64_t faulted = fresh[i] ? hk_page_mask(ends[i]) & ~r->used[k] : 0;
-    r->dirty[k] |= faulted;
-    r->warm[k] |= faulted;
-    if (faulted) hk_resident_add(&arena_of(r)->resident, (ptrdiff_t)hk_units_bytes((size_t)hk_popcount(faulted)));
-  }
+  for (int i = 0; i < 2 && (i == 0 || ends[1] != ends[0]); i++)
+    if (fresh[i]) page_resident(r, ends[i]);
   if (r->small_pages) grow_huge(r);
 }
 
