@@ -38,6 +38,7 @@
 #include <execinfo.h>
 #include <link.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -83,12 +84,29 @@ bool hk_prof_on;
  * need them (one table of the largest size hashed across took a page fault
  * per new sample's address). */
 typedef struct shard {
-  pthread_mutex_t lock;
+  uint8_t busy;               /* its lock (shard_lock) */
   record_t *records;          /* replaced under the lock; read relaxed out of it for a prefetch */
   unsigned bits;
   size_t count;
 } __attribute__((aligned(64))) shard_t;
-static shard_t shards[SHARDS] = {[0 ... SHARDS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+static shard_t shards[SHARDS];
+
+/* A shard's lock, held for a lookup and a few stores: a byte taken spinning,
+ * then yielding to a holder that lost its CPU (a dump holds them all a
+ * while).  A mutex's lock and unlock were 110 of a sample's 1 270
+ * instructions.  Counted and skipped in fork's handlers as the allocator's
+ * mutexes are (base.h). */
+static void shard_lock(shard_t *sh) {
+  if (hk_forking) return;
+  hk_locks_held++;
+  for (unsigned spins = 0; __atomic_exchange_n(&sh->busy, 1, __ATOMIC_ACQUIRE);)
+    while (__atomic_load_n(&sh->busy, __ATOMIC_RELAXED)) spins++ < 100 ? hk_pause() : (void)sched_yield();
+}
+static void shard_unlock(shard_t *sh) {
+  if (hk_forking) return;
+  __atomic_store_n(&sh->busy, 0, __ATOMIC_RELEASE);
+  hk_locks_held--;
+}
 static stack_t *stacks;
 static pthread_mutex_t stacks_lock = PTHREAD_MUTEX_INITIALIZER;  /* a new stack's slot */
 static double period;
@@ -117,8 +135,9 @@ static double ln_series(double m) {
 
 /* ln x for x in (0, 1]: its exponent, the logarithm of the mantissa's top
  * LN_BITS bits from a table, and three terms of ln(1 + d), |d| < 2^-LN_BITS,
- * for the rest.  No division: a block many periods long draws an interval
- * per period crossed (the series took 11 % of big_blocks-threads' time). */
+ * for the rest.  No division: a count a period or two past a crossing
+ * draws an interval per crossing (the series took 11 % of
+ * big_blocks-threads' time when every crossing drew one). */
 #define LN_BITS 7
 static double ln_at[1 << LN_BITS], inverse_at[1 << LN_BITS];
 
@@ -152,11 +171,21 @@ static double exp_neg(double x) {
   return t;
 }
 
-/* The bytes to the thread's next sample: exponentially distributed, mean the period. */
-static int64_t interval(void) {
+static double uniform(void) {
   rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-  double u = (double)((rng >> 11) + 1) / 9007199254740992.0;  /* (0, 1] */
-  return (int64_t)(-ln(u) * period) + 1;
+  return (double)((rng >> 11) + 1) / 9007199254740992.0;  /* (0, 1] */
+}
+
+/* The bytes to the thread's next sample: exponentially distributed, mean the period. */
+static int64_t interval(void) { return (int64_t)(-ln(uniform()) * period) + 1; }
+
+/* Poisson-distributed, of mean lambda (at most 700): the inverse of its
+ * distribution function at one uniform draw. */
+static unsigned poisson(double lambda) {
+  double u = uniform(), p = exp_neg(lambda), f = p;
+  unsigned k = 0;
+  while (u > f && p > 0) p *= lambda / ++k, f += p;
+  return k;
 }
 
 /* ---- sampling --------------------------------------------------------------- */
@@ -170,9 +199,19 @@ unsigned hk_prof_crossed(size_t bytes) {
     if (!rng) rng = 1;
     hk_prof_countdown += interval();
   }
-  unsigned crossings = 0;
-  while (hk_prof_countdown <= 0) hk_prof_countdown += interval(), crossings++;
-  return crossings;
+  if (hk_prof_countdown > 0) return 0;
+  /* Crossed: once, and then as often as a Poisson process of the same rate
+   * crosses the bytes past it, after which the interval left is a new one
+   * (the process has no memory).  An interval per crossing costs less only
+   * for a count a period or two past it. */
+  double past = (double)-hk_prof_countdown / period;
+  if (past < 2 || past > 500) {
+    unsigned crossings = 0;
+    while (hk_prof_countdown <= 0) hk_prof_countdown += interval(), crossings++;
+    return crossings;
+  }
+  hk_prof_countdown = interval();
+  return 1 + poisson(past);
 }
 
 static uint64_t stack_hash(void *const *pc, unsigned n) {
@@ -343,12 +382,12 @@ static bool kept_any(unsigned cls) {
 static shard_t *kept_take(unsigned cls, void **p) {
   for (unsigned i = 0; i < SHARDS; i++) {
     if (!__atomic_load_n(&kept[cls][i], __ATOMIC_RELAXED)) continue;
-    hk_lock_spinning(&shards[i].lock);
+    shard_lock(&shards[i]);
     if ((*p = kept[cls][i])) {
       __atomic_store_n(&kept[cls][i], NULL, __ATOMIC_RELAXED);
       return &shards[i];
     }
-    hk_unlock(&shards[i].lock);
+    shard_unlock(&shards[i]);
   }
   return NULL;
 }
@@ -374,14 +413,14 @@ void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) 
   stack_t *s = stack_of(pc + top, (unsigned)(n - top));
   shard_t *sh = !s ? NULL : reused ? kept_take(cls, &p) : shard_of(p);
   if (!sh) return NULL;
-  if (!reused) hk_lock_spinning(&sh->lock);
+  if (!reused) shard_lock(sh);
   record_t *r = record_add(sh, (uintptr_t)p);  /* a kept stand-in's own */
   if (r) {
     if (!reused) count_record((uintptr_t)p, 1);
     *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, size, (uint32_t)stand_in, false};
     weigh(s, r, 1);
   }
-  hk_unlock(&sh->lock);
+  shard_unlock(sh);
   if (r && intervals &&
       __atomic_load_n(&live_total, __ATOMIC_RELAXED) >= __atomic_load_n(&next_dump, __ATOMIC_RELAXED))
     dump_numbered();
@@ -392,11 +431,11 @@ size_t hk_prof_stand_in(const void *p, bool *freed) {
   *freed = false;
   if (!maybe_recorded(p)) return 0;
   shard_t *sh = shard_of(p);
-  hk_lock_spinning(&sh->lock);
+  shard_lock(sh);
   record_t *r = record_at(sh, (uintptr_t)p);
   size_t usable = r->p ? r->stand_in : 0;
   *freed = usable && r->kept;
-  hk_unlock(&sh->lock);
+  shard_unlock(sh);
   return usable;
 }
 
@@ -405,27 +444,27 @@ size_t hk_prof_stand_in(const void *p, bool *freed) {
 void hk_prof_moved(const void *from, void *to) {
   if (!maybe_recorded(from)) return;
   shard_t *sh = shard_of(from);
-  hk_lock_spinning(&sh->lock);
+  shard_lock(sh);
   record_t *r = record_at(sh, (uintptr_t)from), moved = *r;
   if (r->p) {
     record_remove(sh, r);
     count_record((uintptr_t)from, -1);
   }
-  hk_unlock(&sh->lock);
+  shard_unlock(sh);
   if (!moved.p) return;
   moved.p = (uintptr_t)to;
   sh = shard_of(to);
-  hk_lock_spinning(&sh->lock);
+  shard_lock(sh);
   if ((r = record_add(sh, moved.p))) *r = moved, count_record(moved.p, 1);
   else weigh(&stacks[moved.stack], &moved, -1);
-  hk_unlock(&sh->lock);
+  shard_unlock(sh);
 }
 
 hk_prof_freed_t hk_prof_forget(void *p) {
   if (!maybe_recorded(p)) return HK_PROF_UNSAMPLED;
   shard_t *sh = shard_of(p);
   __builtin_prefetch(record_hint(sh, p), 1);
-  hk_lock_spinning(&sh->lock);
+  shard_lock(sh);
   record_t *r = record_at(sh, (uintptr_t)p);
   hk_prof_freed_t what = HK_PROF_UNSAMPLED;
   unsigned cls = r->p && r->stand_in ? hk_size_to_class(r->stand_in + HK_CANARY) : 0;
@@ -443,7 +482,7 @@ hk_prof_freed_t hk_prof_forget(void *p) {
       count_record((uintptr_t)p, -1);
     }
   }
-  hk_unlock(&sh->lock);
+  shard_unlock(sh);
   return what;
 }
 
@@ -493,10 +532,10 @@ static void stack_counts(const stack_t *s, uint64_t c[4]) {
 
 /* Every shard's lock, which the counters' writers hold, in the one order. */
 static void lock_shards(void) {
-  for (unsigned i = 0; i < SHARDS; i++) hk_lock(&shards[i].lock);
+  for (unsigned i = 0; i < SHARDS; i++) shard_lock(&shards[i]);
 }
 static void unlock_shards(void) {
-  for (unsigned i = SHARDS; i-- > 0;) hk_unlock(&shards[i].lock);
+  for (unsigned i = SHARDS; i-- > 0;) shard_unlock(&shards[i]);
 }
 static bool stack_made(const stack_t *s) { return __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE); }
 
@@ -647,7 +686,7 @@ void hk_prof_fork_unlock(bool child) {
   if (child) {
     pthread_mutex_init(&dump_lock, NULL);
     pthread_mutex_init(&stacks_lock, NULL);
-    for (unsigned i = 0; i < SHARDS; i++) pthread_mutex_init(&shards[i].lock, NULL);
+    for (unsigned i = 0; i < SHARDS; i++) shards[i].busy = 0;
     hk_unwind_forked();
   } else {
     unlock_shards();
