@@ -219,7 +219,7 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, uns
   if (!r) return NULL;
   /* The header's granule, of which a few pages are written, on small pages
    * even where the kernel's default is huge (THP "always"); the rest as the
-   * option says. */
+   * option says, a shared region's once it holds a MiB of blocks (grow_huge). */
   size_t head = jumbo_head(offset, size);
   bool small = !offset || !hk_opt.huge_thp;
   hk_os_advise_small(r, small ? size : head);
