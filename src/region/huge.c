@@ -224,7 +224,7 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, uns
   bool small = !offset || !hk_opt.huge_thp;
   hk_os_advise_small(r, small ? size : head);
   if (!small) hk_os_advise_huge((uint8_t *)r + head, size - head);
-  r->small_pages = !offset && hk_opt.huge_thp;
+  r->small_pages = small && hk_opt.huge_thp;  /* a shared region's start: grow_huge ends it */
   r->magic = HK_REGION_MAGIC ^ (uintptr_t)r;
   r->size = size;
   r->offset = offset;
