@@ -39,20 +39,24 @@ typedef hk_front_t fronts_t[HK_NCLASS + 1];
 static hk_front_t *fronts_free;
 static __thread hk_front_t unkept __attribute__((tls_model("initial-exec")));
 
-static hk_front_t *front(hk_tcache_t *tc, unsigned cls) { return tc->front ? &tc->front[cls] : &unkept; }
+static hk_front_t *front(hk_tcache_t *tc, unsigned cls) {
+  if (!tc->front) return &unkept;
+  tc->front[0].counted[cls / 64] |= 1ull << cls % 64;
+  return &tc->front[cls];
+}
 
 static hk_front_t *fronts_take(void) {
   if (!fronts_free) {
     fronts_t *chunk = hk_os_map(FRONTS_CHUNK * sizeof(fronts_t));
     if (!chunk) return NULL;
     for (unsigned i = 0; i < FRONTS_CHUNK; i++) {
-      chunk[i][0].hits = (uintptr_t)fronts_free;
+      chunk[i][0].link = (uintptr_t)fronts_free;
       fronts_free = chunk[i];
     }
   }
   hk_front_t *f = fronts_free;
-  fronts_free = (hk_front_t *)(uintptr_t)f[0].hits;
-  f[0].hits = 0;
+  fronts_free = (hk_front_t *)(uintptr_t)f[0].link;
+  f[0].link = 0;
   return f;
 }
 
@@ -69,17 +73,19 @@ static void fronts_add(hk_front_t *sum, const hk_front_t *f, unsigned n) {
 }
 
 /* A block's counters added to `exited`, then the block back to the pool,
- * zero again: one pass, testing the counters that change alone (blocks
- * moved by a drain at exit), so that a short-lived thread costs little. */
+ * zero again: only the classes that counted, so that a thread that lives
+ * for one allocation costs little (the observe build's pops count hits
+ * unmarked: all of its classes). */
 static void fronts_give(hk_front_t *f) {
   if (!f) return;
-  for (unsigned c = 1; c <= HK_NCLASS; c++) {
-    /* the others change with these; hits, counted by pops, only in the observe build */
-    if (!((HAK_OBSERVE ? f[c].hits : 0) | f[c].misses | f[c].overflows | f[c].moved)) continue;
-    fronts_add(&exited[c], &f[c], 1);
-    f[c] = (hk_front_t){0};
-  }
-  f[0].hits = (uintptr_t)fronts_free;
+  for (unsigned w = 0; w < 2; w++)
+    for (uint64_t set = HAK_OBSERVE ? ~0ull : f[0].counted[w]; set; set &= set - 1) {
+      unsigned c = w * 64 + (unsigned)__builtin_ctzll(set);
+      if (c == 0 || c > HK_NCLASS) continue;
+      fronts_add(&exited[c], &f[c], 1);
+      f[c] = (hk_front_t){0};
+    }
+  f[0] = (hk_front_t){.link = (uintptr_t)fronts_free};
   fronts_free = f;
 }
 
@@ -321,7 +327,7 @@ bool hk_tcache_overflow(void *p) {
  * doubling as they run dry: one seldom used would fill with frees.  Worked
  * out at set-up, with the last class prewarmed (0: none), so that a thread
  * that lives for one allocation pays for no more than it uses. */
-static int16_t start_caps[HK_NCLASS + 1];
+static int16_t start_caps[HK_LISTS];
 static unsigned last_prewarmed;
 
 /* Whether the thread of a registry entry has ended (its cache may be gone
@@ -428,7 +434,10 @@ void hk_thread_init(hk_tcache_t *tc) {
     tc->state = HK_TC_DEAD;
     return;
   }
-  for (unsigned c = 1; c <= HK_NCLASS; c++) set_cap(tc, c, start_caps[c]);
+  for (unsigned c = 0; c < HK_LISTS; c++) {  /* set_cap's, vectorized: every cap was 0 */
+    tc->room[c] = (int16_t)(tc->room[c] + start_caps[c]);
+    tc->cap[c] = start_caps[c];
+  }
   tc->arena = (uint8_t)hk_arena_assign();
   atomic_fetch_add_explicit(&live_threads, 1, memory_order_relaxed);
   tc->state = HK_TC_ACTIVE;
@@ -449,8 +458,14 @@ bool hk_thread_exit(hk_front_t *counters) {
   if (tc->state != HK_TC_ACTIVE) return false;
   tc->state = HK_TC_DEAD;
   atomic_fetch_sub_explicit(&live_threads, 1, memory_order_relaxed);
-  for (unsigned c = 1; c <= HK_NCLASS; c++)
-    if (tc->head[c] != HK_END) tcache_drain(tc, c, 0);
+  for (unsigned c = 0; c < HK_LISTS; c += 4) {  /* a list holds blocks where its room is not its cap */
+    uint64_t room, cap;
+    memcpy(&room, &tc->room[c], sizeof room);
+    memcpy(&cap, &tc->cap[c], sizeof cap);
+    if (room != cap)
+      for (unsigned k = c; k < c + 4; k++)
+        if (tc->room[k] != tc->cap[k]) tcache_drain(tc, k, 0);
+  }
   memset(tc->room, 0, sizeof tc->room);
   memset(tc->cap, 0, sizeof tc->cap);
   note_out(tc, 0);
@@ -489,7 +504,7 @@ void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
       cached[c] += (size_t)hk_max(n, 0);
     }
     const hk_front_t *f = read_fronts(registry[i].front);
-    if (f) fronts_add(front, f, HK_NCLASS + 1);
+    if (f) fronts_add(front + 1, f + 1, HK_NCLASS);
   }
   hk_unlock(&registry_lock);
 }

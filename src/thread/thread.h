@@ -9,25 +9,37 @@
 enum { HK_TC_UNINIT = 0, HK_TC_ACTIVE = 1, HK_TC_DEAD = 2 };
 
 /* A class's traffic through a thread cache (HAKMEM_TINY_FRONT_METRICS),
- * counted on the slow paths but for `hits` (observe build, fast path). */
-typedef struct hk_front {
-  uint64_t hits;         /* mallocs the list served (observe build) */
-  uint64_t misses;       /* mallocs that found it empty: refills */
-  uint64_t overflows;    /* frees that found it full: flushes */
-  uint64_t moved;        /* blocks taken from and given to the central cache */
-  uint64_t parked_hits;  /* refills a parked batch served whole */
-  uint64_t from_others;  /* blocks got in batches another thread parked */
+ * counted on the slow paths but for `hits` (observe build, fast path).
+ * Class 0's entry of a thread's counters, which no class uses, says which
+ * classes have counted (tcache.c's pool). */
+typedef union hk_front {
+  struct {
+    uint64_t hits;         /* mallocs the list served (observe build) */
+    uint64_t misses;       /* mallocs that found it empty: refills */
+    uint64_t overflows;    /* frees that found it full: flushes */
+    uint64_t moved;        /* blocks taken from and given to the central cache */
+    uint64_t parked_hits;  /* refills a parked batch served whole */
+    uint64_t from_others;  /* blocks got in batches another thread parked */
+  };
+  struct {
+    uint64_t link;         /* the next free block of the pool */
+    uint64_t counted[2];   /* bit c % 64 of word c / 64: class c has counted */
+  };
 } hk_front_t;
+_Static_assert(HK_NCLASS < 128, "two words of counted classes");
 
+/* Rooms and capacities are padded to 8 (one SSE2 register of them), so
+ * that a thread's start and exit handle them eight classes at a time. */
+#define HK_LISTS ((HK_NCLASS + 8) & ~7)
 typedef struct hk_tcache {
   void *head[HK_NCLASS + 1];    /* free blocks per class, ending at HK_END; head[0] stays HK_END */
-  int16_t room[HK_NCLASS + 1];  /* capacity - length; free overflows below 0 */
+  int16_t room[HK_LISTS];       /* capacity - length; free overflows below 0 */
   uint8_t state;                /* HK_TC_*: a new thread's is UNINIT (0) */
   uint8_t arena;                /* SuperSlab arena of the thread's new slabs and huge blocks */
   size_t large_bound;           /* at least the bytes of large blocks cached (slow paths only) */
   uint32_t large_misses;        /* large blocks the list did not have: the budget grows with them */
   /* slow paths only: */
-  int16_t cap[HK_NCLASS + 1];        /* capacity of each list: halves when frees outpace mallocs,
+  int16_t cap[HK_LISTS];             /* capacity of each list: halves when frees outpace mallocs,
                                         doubles back (up to hk_classes[].cap) when it runs dry */
   uint8_t overflows[HK_NCLASS + 1];  /* since the list last ran dry: 0 or HK_OVERFLOW_* */
   uint8_t early_frees;               /* frees before the first malloc (see hk_free_overflow) */

@@ -492,11 +492,13 @@ static void warm_pool_child(void) {
 
 static void warm_pool_keeps_no_pages(void) { run_child_case("warm_pool", "HAKMEM_WARM_POOL_SIZE=8"); }
 
-/* A thread whose lists of 3000-byte blocks run dry and overflow again and again. */
+/* A thread whose lists of 3000-byte blocks run dry and overflow again and
+ * again, and of 20 000-byte ones (a class above 64: the second word of the
+ * set of classes a thread's counters hold). */
 static void *miss_often(void *arg) {
   static void *p[2000];
   for (int round = 0; round < 20; round++) {
-    for (int i = 0; i < 2000; i++) CHECK((p[i] = malloc(3000)) != NULL);
+    for (int i = 0; i < 2000; i++) CHECK((p[i] = malloc(round % 5 ? 3000 : 20000)) != NULL);
     for (int i = 0; i < 2000; i++) free(p[i]);
   }
   return arg;
@@ -517,8 +519,13 @@ static void exited_threads_counted_once(void) {
   hak_stats_get(&after);
   const hak_class_stats_t *b = class_of(&before, 3000), *a = class_of(&after, 3000);
   size_t misses = a->misses - b->misses, overflows = a->overflows - b->overflows;
-  printf("  a thread's 40 000 blocks of 3000 B: %zu misses, %zu overflows\n", misses, overflows);
+  printf("  a thread's 32 000 blocks of 3000 B: %zu misses, %zu overflows\n", misses, overflows);
   CHECK(misses >= 20 && overflows >= 20);
+  hak_class_stats_t big = *class_of(&after, 20000);
+  CHECK(class_of(&after, 20000) - after.classes >= 64);
+  size_t big_moved = big.moved - class_of(&before, 20000)->moved;
+  printf("  and 8 000 of 20 000 B: %zu moved\n", big_moved);
+  CHECK(big_moved >= 2000);
   for (int i = 0; i < 3; i++) {
     CHECK(pthread_create(&t, NULL, idle, NULL) == 0);
     CHECK(pthread_join(t, NULL) == 0);
@@ -526,6 +533,8 @@ static void exited_threads_counted_once(void) {
   hak_stats_get(&before);
   CHECK_EQ(class_of(&before, 3000)->misses, a->misses);
   CHECK_EQ(class_of(&before, 3000)->overflows, a->overflows);
+  CHECK_EQ(class_of(&before, 20000)->moved, big.moved);
+  CHECK_EQ(class_of(&before, 20000)->misses, big.misses);
 }
 
 static void *blocks_to_free[4];
