@@ -96,15 +96,19 @@ static shard_t shards[SHARDS];
  * while).  A mutex's lock and unlock were 110 of a sample's 1 270
  * instructions.  Counted and skipped in fork's handlers as the allocator's
  * mutexes are (base.h). */
+static void spin_take(uint8_t *busy) {
+  for (unsigned spins = 0; __atomic_exchange_n(busy, 1, __ATOMIC_ACQUIRE);)
+    while (__atomic_load_n(busy, __ATOMIC_RELAXED)) spins++ < 100 ? hk_pause() : (void)sched_yield();
+}
+static void spin_give(uint8_t *busy) { __atomic_store_n(busy, 0, __ATOMIC_RELEASE); }
 static void shard_lock(shard_t *sh) {
   if (hk_forking) return;
   hk_locks_held++;
-  for (unsigned spins = 0; __atomic_exchange_n(&sh->busy, 1, __ATOMIC_ACQUIRE);)
-    while (__atomic_load_n(&sh->busy, __ATOMIC_RELAXED)) spins++ < 100 ? hk_pause() : (void)sched_yield();
+  spin_take(&sh->busy);
 }
 static void shard_unlock(shard_t *sh) {
   if (hk_forking) return;
-  __atomic_store_n(&sh->busy, 0, __ATOMIC_RELEASE);
+  spin_give(&sh->busy);
   hk_locks_held--;
 }
 static stack_t *stacks;
@@ -330,10 +334,10 @@ static void record_remove(shard_t *sh, record_t *r) {
 /* Adds (sign 1) or takes away (-1) r's estimate to its stack's; under r's shard lock. */
 static void weigh(stack_t *s, const record_t *r, double sign) {
   double bytes = r->crossings * period, objs = bytes / (double)hk_max(r->size, 1);
-  while (__atomic_exchange_n(&s->busy, 1, __ATOMIC_ACQUIRE)) hk_pause();
+  spin_take(&s->busy);  /* a stack's counters: its samples come from any shard */
   s->live_objs += sign * objs, s->live_bytes += sign * bytes;
   if (sign > 0) s->all_objs += objs, s->all_bytes += bytes;
-  __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+  spin_give(&s->busy);
   if (intervals) __atomic_fetch_add(&live_total, (int64_t)(sign * bytes), __ATOMIC_RELAXED);
 }
 

@@ -28,8 +28,9 @@ typedef union hk_front {
 } hk_front_t;
 _Static_assert(HK_NCLASS < 128, "two words of counted classes");
 
-/* Rooms and capacities are padded to 8 (one SSE2 register of them), so
- * that a thread's start and exit handle them eight classes at a time. */
+/* Rooms and capacities are padded to a multiple of 8, so that a thread's
+ * start sets them eight classes to an SSE2 add and its exit compares them
+ * four to a 64-bit word (tcache.c). */
 #define HK_LISTS ((HK_NCLASS + 8) & ~7)
 typedef struct hk_tcache {
   void *head[HK_NCLASS + 1];    /* free blocks per class, ending at HK_END; head[0] stays HK_END */
