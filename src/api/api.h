@@ -31,6 +31,7 @@
  *           hk_large_take                 (region/arena.c) a one-block slab (on resident units
  *                                         while there are spares, else they go back first),
  *             hk_huge_take_class          or above 256 KiB a run of units in a huge region
+ *                                         (a short one where a whole region does not fit)
  *       (nothing to be had: hk_purge_all, what malloc_trim does, and one more try)
  *       hk_purge_poll                     a tick due? (service/purge.c) -> hk_central_purge,
  *                                         hk_region_purge -> hk_units_age -> hk_os_decommit;

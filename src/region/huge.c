@@ -21,6 +21,10 @@
  * their size, and are unmapped on the purge schedule; realloc resizes them
  * with mremap, without a copy.
  *
+ * A large class's block where an address-space limit leaves no room for a
+ * whole region, as it has no other place to go, gets a short one: aligned
+ * the same, as small as holds it, its units past its end used for good.
+ *
  * The class map marks the first unit of each live block, and nothing else:
  * a pointer into the middle of a block is never taken for one. */
 #define _GNU_SOURCE
@@ -85,11 +89,12 @@ static size_t units(size_t size) { return (size + HK_UNIT_SIZE - 1) >> HK_UNIT_S
 
 /* ---- regions ------------------------------------------------------------------ */
 
+/* A shared region holds no block: past the header, nothing is used up to its
+ * end (a short region's units past its end are used for good). */
 static bool region_empty(const hk_region_t *r) {
   if (r->used[0] != hk_bits(0, HK_REGION_HEADER_UNITS)) return false;
-  for (unsigned k = 1; k < HK_REGION_WORDS; k++)
-    if (r->used[k]) return false;
-  return true;
+  unsigned end = (unsigned)(r->size >> HK_UNIT_SHIFT);
+  return hk_bits_next(r->used, 64, true, end) == end;
 }
 
 
@@ -232,9 +237,11 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, uns
   if (offset) {
     r->used[0] = 1;
   } else {
+    unsigned end = (unsigned)(size >> HK_UNIT_SHIFT);
     hk_bits_set(r->used, 0, HK_REGION_HEADER_UNITS);
+    hk_bits_set(r->used, end, HK_REGION_UNITS - end);
     r->free.count = 0;
-    hk_stretches_give(&r->free, HK_REGION_HEADER_UNITS, HK_REGION_UNITS - HK_REGION_HEADER_UNITS);
+    hk_stretches_give(&r->free, HK_REGION_HEADER_UNITS, end - HK_REGION_HEADER_UNITS);
     r->stretches_kept = true;
   }
   r->top = HK_REGION_HEADER_UNITS;
@@ -281,7 +288,7 @@ static void grow_huge(hk_region_t *r) {
   for (unsigned k = 0; k < HK_REGION_WORDS; k++) used += (unsigned)hk_popcount(r->used[k]);
   if (used < HK_REGION_SMALL_UNITS + HK_REGION_HEADER_UNITS) return;
   r->small_pages = false;
-  hk_os_advise_huge((uint8_t *)r + HK_GRANULE, HK_REGION_SIZE - HK_GRANULE);
+  hk_os_advise_huge((uint8_t *)r + HK_GRANULE, r->size - HK_GRANULE);
   for (unsigned h = 1; h < (r->top + 31) / 32; h++) {  /* the header's page stays small */
     /* a page none of whose units is resident (maybe touched), or that the
      * kernel would not collapse (a hardened block's guard in it), faults
@@ -441,6 +448,20 @@ static void *shared_alloc(hk_arena_t **h, unsigned n, size_t alignment, hk_fill_
   return r ? place(r, (unsigned)u, n, f) : NULL;
 }
 
+/* n units in a new short region of arena `arena` (shared_alloc found no
+ * room for a whole one): *h is then that arena, locked; NULL, with no lock
+ * held, if even that cannot be mapped. */
+static void *short_alloc(hk_arena_t **h, unsigned arena, unsigned n, hk_fill_t *f) {
+  hk_lock_spinning(&(*h = &hk_arenas[arena])->lock);
+  hk_region_t *r = region_map(hk_align_up(hk_units_bytes(HK_REGION_HEADER_UNITS + n), HK_GRANULE), 0, 0, arena);
+  if (!r) {
+    hk_unlock(&(*h)->lock);
+    return NULL;
+  }
+  hk_list_push(&(*h)->regions, r);
+  return place(r, HK_REGION_HEADER_UNITS, n, f);
+}
+
 /* Blocks of the large classes above HK_REGION_CLASS_MIN: runs of units in
  * the regions, placed as huge blocks are, where long runs fit much better
  * than among the small slabs of 4 MiB SuperSlabs; but marked in the class map
@@ -457,7 +478,7 @@ void *hk_huge_take_class(unsigned cls, unsigned arena, bool *zero) {
     int u = hk_run_first_warm(r->used, r->warm, r->top, n);
     if (u >= 0) r->stretches_kept = false, p = place(r, (unsigned)u, n, &f);
   }
-  if (!p && !(p = shared_alloc(&h, n, 1, &f))) return NULL;
+  if (!p && !(p = shared_alloc(&h, n, 1, &f)) && !(p = short_alloc(&h, arena, n, &f))) return NULL;
   *zero = f.clean;
   mark(p, (uint8_t)cls);
   __atomic_store_n(&h->class_bytes, h->class_bytes + hk_units_bytes(n), __ATOMIC_RELAXED);

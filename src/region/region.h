@@ -144,7 +144,8 @@ HK_HIDDEN void hk_stretches_give(hk_stretches_t *s, unsigned u, unsigned n);  /*
  * length, and its first unit in *at; 0 if none. */
 HK_HIDDEN unsigned hk_stretches_shortest(const hk_stretches_t *s, unsigned n, unsigned *at);
 /* Where n units go in a region of huge blocks: best fit, the fewest cold
- * units first; -1 if nowhere with at most `limit` cold units. */
+ * units first; -1 if nowhere with at most `limit` cold units.  Units from
+ * `end` (the top) on are free up to the first used one: a short region's end. */
 HK_HIDDEN int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsigned n, unsigned step,
                             unsigned limit, unsigned *cold, unsigned *slack);
 /* The lowest run of n free resident units below unit `end`, or -1: what a

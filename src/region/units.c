@@ -150,9 +150,9 @@ int hk_region_fit(const uint64_t *used, const uint64_t *warm, unsigned end, unsi
                   unsigned limit, unsigned *cold, unsigned *slack) {
   hk_fit_t f = {-1, limit + 1, HK_REGION_UNITS, HK_REGION_UNITS};
   for (unsigned lo = hk_bits_next(used, 0, false, end), hi; lo < HK_REGION_UNITS;
-       lo = hi < HK_REGION_UNITS ? hk_bits_next(used, hi, false, end) : hi) {
+       lo = hi < end ? hk_bits_next(used, hi, false, end) : HK_REGION_UNITS) {
     hi = hk_bits_next(used, lo, true, end);
-    if (hi == end) hi = HK_REGION_UNITS;
+    if (hi == end) hi = hk_bits_next(used, end, true, HK_REGION_UNITS);  /* free past the top, to a short region's end */
     if (hi - lo < n || (f.cold == 0 && hi - lo - n > f.slack)) continue;
     unsigned last = hi - n, warm_end = hk_min(hi, end);
     if (step > 1) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* test-builds: static standard */
 /* Running out of memory.  The program runs itself again under RLIMIT_AS
- * (512 MiB, set before exec) and, for each kind of allocation -- small,
+ * (256 MiB, set before exec) and, for each kind of allocation -- small,
  * large and huge blocks, calloc, a block grown by realloc from 64 B to
  * 8 MiB, and posix_memalign / aligned_alloc / memalign -- allocates until a
  * call fails.  The failure must be NULL (or ENOMEM from posix_memalign) with
@@ -11,7 +11,9 @@
  * quarter as many times; threads that existed before the failures, a new
  * thread and a forked child must all allocate and free (a lock left held
  * would hang them: the run is killed after 60 s).  Every block carries a
- * mark, checked when it is freed.  Runs against glibc as well. */
+ * mark, checked when it is freed.  Before all that, blocks above 256 KiB
+ * must be had with only 16 MiB of address space left.  Runs against glibc
+ * as well. */
 #include "testutil.h"
 
 #include <malloc.h>
@@ -329,6 +331,30 @@ static void exhaust_and_recover(const struct kind *k, unsigned index) {
   free_newest(&l, l.count);
 }
 
+/* Blocks of the large classes above 256 KiB (which hakmem keeps in regions
+ * of 128 MiB) where less address space is left than such a region takes:
+ * the test's own mappings fill the limit, all but 16 MiB go again. */
+static void large_blocks_in_little_address_space(void) {
+  enum { CHUNKS = LIMIT >> 20 };
+  static void *chunk[CHUNKS];
+  size_t n = 0, i;
+  void *p[2];
+  malloc_trim(0);  /* no empty region of huge blocks kept */
+  while (n < CHUNKS && (chunk[n] = mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) != MAP_FAILED)
+    n++;
+  CHECK_MSG(n >= 16 && n < CHUNKS, "%zu MiB mapped under a limit of %zu MiB", n, (size_t)CHUNKS);
+  for (i = n - 16; i < n; i++) CHECK(munmap(chunk[i], MiB) == 0);
+  p[0] = malloc(600 << 10);
+  p[1] = malloc(MiB);
+  CHECK_MSG(p[0] && p[1], "malloc of 600 KiB, 1 MiB with 16 MiB of address space left: %p, %p", p[0], p[1]);
+  memset(p[0], 1, 600 << 10);
+  memset(p[1], 2, MiB);
+  free(p[0]);
+  free(p[1]);
+  for (i = 0; i < n - 16; i++) CHECK(munmap(chunk[i], MiB) == 0);
+  printf("  600 KiB and 1 MiB blocks with 16 MiB of address space left\n");
+}
+
 static int under_limit(void) {
   pthread_t helpers[HELPERS];
   int i;
@@ -338,6 +364,7 @@ static int under_limit(void) {
   pthread_mutex_lock(&helper_lock);
   while (helpers_done < HELPERS) pthread_cond_wait(&helper_cond, &helper_lock);
   pthread_mutex_unlock(&helper_lock);
+  large_blocks_in_little_address_space();
   for (i = 0; i < KINDS; i++) exhaust_and_recover(&kinds[i], (unsigned)i);
   helpers_run(true);
   for (i = 0; i < HELPERS; i++) CHECK(pthread_join(helpers[i], NULL) == 0);

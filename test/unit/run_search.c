@@ -2,7 +2,7 @@
 /* Run search (src/region/units.c).  hk_region_fit places huge blocks in regions of
  * HK_REGION_UNITS units: the fewest cold units first, then the shortest
  * stretch of free units, then the nearest to a stretch's end, looking at
- * nothing past the units ever touched.  hk_find_run
+ * nothing past the units ever touched (free up to a short region's end).  hk_find_run
  * (src/base/base.h) places slabs in SuperSlabs: the fewest cold units, the
  * lowest start for one unit and the highest for more.  Both only at allowed
  * starts, -1 when nothing fits.  hk_run_first_warm places the large classes
@@ -76,6 +76,24 @@ UNIT_TEST(region_stretch_past_end) {
     CHECK_EQ(cold, 0);
     CHECK_EQ(slack, HK_REGION_UNITS - end);  /* in the stretch that runs to the region's end */
   }
+}
+
+/* A short region (mapped where an address-space limit left less than a
+ * whole one): its units past its end are used, and the stretch from `end`
+ * on stops there. */
+UNIT_TEST(region_short_stops_at_its_end) {
+  const unsigned units = HK_REGION_UNITS / 8, end = 100;
+  region_bits_t used = {0}, warm = {0};
+  unsigned cold, slack;
+  set_units(used, 0, end);
+  set_units(used, units, HK_REGION_UNITS - units);
+  CHECK_EQ(hk_region_fit(used, warm, end, units - end, 1, units, &cold, &slack), (int)end);  /* all it has */
+  CHECK_EQ(slack, 0);
+  CHECK_EQ(hk_region_fit(used, warm, end, units - end + 1, 1, units, &cold, &slack), -1);
+  CHECK_EQ(hk_region_fit(used, warm, end, 4, 1, 4, &cold, &slack), (int)end);
+  CHECK_EQ(slack, units - end - 4);
+  set_units(used, end, units - end);  /* the top at its end, and nothing free */
+  CHECK_EQ(hk_region_fit(used, warm, units, 1, 1, 1, &cold, &slack), -1);
 }
 
 UNIT_TEST(region_resident_units_first) {
