@@ -333,7 +333,7 @@ static void exhaust_and_recover(const struct kind *k, unsigned index) {
 
 /* Blocks of the large classes above 256 KiB (which hakmem keeps in regions
  * of 128 MiB) where less address space is left than such a region takes:
- * the test's own mappings fill the limit, all but 16 MiB go again. */
+ * the test maps 1 MiB chunks of its own up to the limit, then unmaps 16. */
 static void large_blocks_in_little_address_space(void) {
   enum { CHUNKS = LIMIT >> 20 };
   static void *chunk[CHUNKS];
