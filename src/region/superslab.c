@@ -285,8 +285,8 @@ size_t hk_superslab_block_of(const void *p, bool *live) {
 }
 
 /* Then unmaps the empty SuperSlabs beyond the warm pool whose pages are
- * gone (a trim: all of them, whose address space may be what a malloc
- * under an address-space limit lacks). */
+ * gone (a trim: all of them, and the arena's spares, whose address space
+ * may be what a malloc under an address-space limit lacks). */
 size_t hk_superslab_purge(hk_arena_t *a, int mode, bool *pending) {
   size_t bytes = 0, pool = mode == HK_PURGE_ALL ? 0 : hk_opt.warm_pool_size;
   hk_superslab_t *lists[2] = {a->partial, a->empty};
@@ -314,6 +314,11 @@ size_t hk_superslab_purge(hk_arena_t *a, int mode, bool *pending) {
     hk_units_decommit(&m, 0, ~HK_SS_RESERVED);
     hk_os_decommit((uint8_t *)ss + header, HK_UNIT_SIZE - header);
     ss->bare = true;
+  }
+  if (mode == HK_PURGE_ALL && a->nspare) {  /* never handed out: only address space */
+    hk_region_unmap(a->spare, a->nspare * HK_SS_SIZE);
+    a->spare = NULL;
+    a->nspare = 0;
   }
   *pending |= a->nempty > pool;
   return bytes;
