@@ -267,9 +267,12 @@ static inline hk_slab_t *hk_slab_of(const void *p) {
   return &ss->slabs[ss->head_unit[unit]];
 }
 
-/* from the calling thread's arena (warm: only on free units still resident, in any arena), of kind HK_SS_SPARSE,
- * HK_SS_DENSE or HK_SS_LARGE; *zero: its units read as zero */
-HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, unsigned kind, bool warm, bool *zero);
+/* Where a new slab may go: free units still resident only, any free unit
+ * of the SuperSlabs mapped, or a new SuperSlab too. */
+enum { HK_NEW_WARM, HK_NEW_MAPPED, HK_NEW_ANY };
+/* from the calling thread's arena (or any arena, before a new SuperSlab), of kind HK_SS_SPARSE,
+ * HK_SS_DENSE or HK_SS_LARGE, as far as `reach`; *zero: its units read as zero */
+HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, unsigned kind, unsigned reach, bool *zero);
 HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
 HK_HIDDEN void hk_slab_release_chain(unsigned cls, void *chain);  /* one-block slabs of large blocks */
 /* The size of the block of the SuperSlab (huge region) holding p, live or
@@ -313,15 +316,15 @@ HK_HIDDEN size_t hk_huge_give_back(hk_arena_t *a, bool old, size_t want, size_t 
 HK_HIDDEN size_t hk_jumbo_give_back(size_t want, size_t bytes);  /* arena 0's lock held */
 
 /* ---- the large classes' way in ------------------------------------------- */
-/* Blocks of the large classes: a run of units of a new slab (up to 256 KiB;
- * with `warm`, only on free units still resident, else NULL) or of a region
- * of huge blocks (above: long runs fit much better among a region's 2 048
- * units than among the small slabs of 4 MiB SuperSlabs, resident units go
- * first there anyway, and the spares of slab/central.c live in SuperSlabs:
- * `warm` does not apply); *zero: it reads as zero.  Released in chains. */
-static inline void *hk_large_take(unsigned cls, unsigned arena, bool warm, bool *zero) {
+/* Blocks of the large classes: a run of units of a new slab (up to 256 KiB,
+ * as far as `reach`, else NULL) or of a region of huge blocks (above: long
+ * runs fit much better among a region's 2 048 units than among the small
+ * slabs of 4 MiB SuperSlabs, resident units go first there anyway, and the
+ * spares of slab/central.c live in SuperSlabs: `reach` does not apply);
+ * *zero: it reads as zero.  Released in chains. */
+static inline void *hk_large_take(unsigned cls, unsigned arena, unsigned reach, bool *zero) {
   if (hk_class_in_regions(cls)) return hk_huge_take_class(cls, arena, zero);
-  hk_slab_t *s = hk_slab_new(cls, arena, HK_SS_LARGE, warm, zero);
+  hk_slab_t *s = hk_slab_new(cls, arena, HK_SS_LARGE, reach, zero);
   if (!s) return NULL;
   s->carved = 1;
   return s->start;

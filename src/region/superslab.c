@@ -182,12 +182,13 @@ static hk_superslab_t *take_units(hk_arena_t *a, unsigned units, unsigned kind, 
   return ss;
 }
 
-hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, unsigned kind, bool warm, bool *zero) {
+hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, unsigned kind, unsigned reach, bool *zero) {
   const hk_class_info_t *ci = &hk_classes[cls];
   hk_arena_t *a = &hk_arenas[arena];
   int unit;
   if (process_big()) kind = HK_SS_ANY;  /* kinds apart no more: huge pages for all (densify) */
   hk_lock(&a->lock);
+  bool warm = reach == HK_NEW_WARM;
   hk_superslab_t *ss = take_units(a, ci->units, kind, &unit, false, warm, zero);
   hk_unlock(&a->lock);
   /* Before the process grows: free units of the other arenas. */
@@ -197,7 +198,7 @@ hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, unsigned kind, bool warm, b
     ss = take_units(other, ci->units, kind, &unit, false, warm, zero);
     hk_unlock(&other->lock);
   }
-  if (!ss && !warm) {
+  if (!ss && reach == HK_NEW_ANY) {
     hk_lock(&a->lock);
     ss = take_units(a, ci->units, kind, &unit, true, false, zero);
     hk_unlock(&a->lock);

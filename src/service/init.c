@@ -27,8 +27,8 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Lock order: an exiting thread's printing of its traffic, the heap
  * profile's, the purger's and the tick's, the thread-cache registry, a
- * class's central lock, an arena's, the class map's protection, the space's
- * slots. */
+ * class's central lock (a small class's before a large one's), an arena's,
+ * the class map's protection, the space's slots. */
 __thread bool hk_forking __attribute__((tls_model("initial-exec")));
 
 __thread unsigned hk_locks_held __attribute__((tls_model("initial-exec")));

@@ -268,19 +268,28 @@ static void *take_spare(unsigned cls) {
 
 static bool purge_spares(unsigned cls, int mode);
 
-/* A spare, else a new block: while other classes have spares, on free units
- * still resident only, else theirs go back first: spares never make the
- * process take memory it lacked (docs/DESIGN.md, Spare large blocks). */
+/* Spares never make the process take memory it lacked: while any are kept, a
+ * large block goes on free units still resident only, a small class's slab
+ * (a page of it written at a time) on free units of the SuperSlabs mapped,
+ * and if it finds none, the spares go back first, all, and it goes where
+ * they were (docs/DESIGN.md, Spare large blocks).  Called with at most a small class's
+ * lock held (service/init.c: the lock order). */
+static unsigned spares_reach(unsigned reach) {
+  return atomic_load_explicit(&spare_bytes, memory_order_relaxed) ? reach : HK_NEW_ANY;
+}
+static void spares_return(void) { for_spare_classes(c) purge_spares(c, HK_PURGE_ALL); }
+
+/* A spare, else a new block. */
 void *hk_central_take_large(unsigned cls, unsigned arena, bool *zero) {
   void *p;
   if ((p = take_spare(cls))) {
     *zero = false;
     return p;
-  } else if (!atomic_load_explicit(&spare_bytes, memory_order_relaxed)) {
-    p = hk_large_take(cls, arena, false, zero);
-  } else if (!(p = hk_large_take(cls, arena, true, zero))) {
-    for_spare_classes(c) purge_spares(c, HK_PURGE_ALL);
-    p = hk_large_take(cls, arena, false, zero);
+  }
+  unsigned reach = spares_reach(HK_NEW_WARM);
+  if (!(p = hk_large_take(cls, arena, reach, zero)) && reach != HK_NEW_ANY) {
+    spares_return();
+    p = hk_large_take(cls, arena, HK_NEW_ANY, zero);
   }
   if (p) {
     atomic_fetch_add_explicit(&large_counts[cls].slabs, 1, memory_order_relaxed);
@@ -313,7 +322,11 @@ unsigned hk_central_take(unsigned cls, unsigned arena, unsigned want, void **cha
     hk_slab_t *s = c->partial;
     if (!s) {
       bool zero;  /* blocks are marked as they are carved */
-      s = hk_slab_new(cls, arena, c->counts.slabs ? HK_SS_DENSE : HK_SS_SPARSE, false, &zero);
+      unsigned kind = c->counts.slabs ? HK_SS_DENSE : HK_SS_SPARSE, reach = spares_reach(HK_NEW_MAPPED);
+      if (!(s = hk_slab_new(cls, arena, kind, reach, &zero)) && reach != HK_NEW_ANY) {
+        spares_return();
+        s = hk_slab_new(cls, arena, kind, HK_NEW_ANY, &zero);
+      }
       if (!s) break;
       hk_list_push(&c->partial, s);
       c->nempty++;

@@ -8,8 +8,9 @@
  *   them; the statistics count them in the central cache meanwhile;
  * - they are bounded in all by a quarter of HAKMEM_LARGE_CACHE (the speed
  *   profile's 64 MiB: 16 MiB), the rest going back to the SuperSlabs;
- * - a block that would need memory new to the process sends them back
- *   first, and is carved where they were;
+ * - a block that would need memory new to the process, or a small class's
+ *   slab that would need a SuperSlab more, sends them back first, and is
+ *   carved where they were;
  * - a purge tick that finds their class idle since the last one gives them
  *   back (ticks every 200 ms here, run by the slow paths of this program:
  *   no purger thread), and malloc_trim at once.
@@ -46,10 +47,12 @@ static size_t central_large_bytes(void) {
 }
 
 static void *freed[COUNT];
+static pthread_barrier_t freed_all;
 
 static void *take_them(void *arg) {
   size_t *found = arg;
   void *p[COUNT];
+  pthread_barrier_wait(&freed_all);
   for (int i = 0; i < COUNT; i++) {
     CHECK((p[i] = malloc(SIZE)) != NULL);
     for (int j = 0; j < COUNT; j++) *found += p[i] == freed[j];
@@ -60,8 +63,14 @@ static void *take_them(void *arg) {
 }
 
 /* The main thread frees 64 blocks of 40 000 B (2.5 MiB, ten times a new
- * thread's budget): most become spares, and a new thread gets them. */
+ * thread's budget): most become spares, and a new thread gets them.  The
+ * thread is made first: the C library's mallocs for it may need a slab,
+ * which the spares would make room for. */
 static void spares_serve_another_thread(void) {
+  size_t found = 0;
+  pthread_t t;
+  CHECK(pthread_barrier_init(&freed_all, NULL, 2) == 0);
+  CHECK(pthread_create(&t, NULL, take_them, &found) == 0);
   malloc_trim(0);
   for (int i = 0; i < COUNT; i++) CHECK((freed[i] = malloc(SIZE)) != NULL);
   for (int i = 0; i < COUNT; i++) free(freed[i]);
@@ -71,10 +80,9 @@ static void spares_serve_another_thread(void) {
   printf("  64 blocks freed and the cache flushed: %zu spares\n", spares);
   CHECK_EQ(spares, (size_t)COUNT);
   CHECK(hak_heap_check() >= COUNT);  /* walks the spares, marked free, of their class */
-  size_t found = 0;
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, take_them, &found) == 0);
+  pthread_barrier_wait(&freed_all);
   CHECK(pthread_join(t, NULL) == 0);
+  pthread_barrier_destroy(&freed_all);
   unsigned long long made_after = class_of(SIZE)->slabs_made;
   printf("  a new thread's 64 mallocs got %zu of them, %llu slabs made\n", found, made_after - made);
   CHECK_EQ(found, (size_t)COUNT);
@@ -123,6 +131,41 @@ static void spares_go_back_before_new_memory(void) {
   malloc_trim(0);
 }
 
+/* The same for a small class's slab when no SuperSlab mapped has a free
+ * unit: the spares go back rather than a SuperSlab more being mapped.  The
+ * SuperSlabs are filled with blocks of 40 000 B (a unit each) up to the 63rd
+ * in the newest (a SuperSlab's 64 units less its header's), the last 64
+ * freed become spares, and the first block of 5 000 B (a class with no slab
+ * yet) goes where one of them was. */
+static void spares_go_back_before_a_new_superslab(void) {
+  enum { MANY = 400, UNITS = 63 };
+  static void *p[MANY];
+  malloc_trim(0);
+  int n = 0, in_newest = 0;
+  for (uintptr_t newest = 0; n < MANY && in_newest < UNITS; n++) {
+    CHECK((p[n] = malloc(SIZE)) != NULL);
+    uintptr_t ss = (uintptr_t)p[n] >> 22;
+    in_newest = ss == newest ? in_newest + 1 : 1;
+    newest = ss;
+  }
+  CHECK_EQ(in_newest, UNITS);
+  for (int i = n - COUNT; i < n; i++) free(p[i]);
+  hak_thread_flush();
+  CHECK_EQ(central_blocks(SIZE), (size_t)COUNT);
+  CHECK_EQ(class_of(5000)->slabs, 0);
+  char *q = malloc(5000);
+  CHECK(q != NULL);
+  bool where = false;  /* in a 64 KiB unit that held a spare (carving writes its page: no mincore) */
+  for (int i = n - COUNT; i < n; i++) where |= ((uintptr_t)q ^ (uintptr_t)p[i]) >> 16 == 0;
+  printf("  %d blocks of 40 000 B, the last 64 freed, then one of 5 000 B: %zu spares left, %s\n", n,
+         central_blocks(SIZE), where ? "in a unit of theirs" : "elsewhere");
+  CHECK_EQ(central_blocks(SIZE), 0);
+  CHECK(where);
+  free(q);
+  for (int i = 0; i < n - COUNT; i++) free(p[i]);
+  malloc_trim(0);
+}
+
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -134,6 +177,7 @@ static double now_ms(void) {
  * ticks. */
 static void idle_spares_go_back(void) {
   malloc_trim(0);
+  free(malloc(64));  /* its class's slab made before the spares are, which would make room for it */
   for (int i = 0; i < COUNT; i++) CHECK((freed[i] = malloc(SIZE)) != NULL);
   for (int i = 0; i < COUNT; i++) free(freed[i]);
   hak_thread_flush();
@@ -152,6 +196,7 @@ static void idle_spares_go_back(void) {
 
 int main(void) {
   test_init();
+  RUN(spares_go_back_before_a_new_superslab);  /* first: no other thread's arena has free units */
   RUN(spares_serve_another_thread);
   RUN(spares_are_bounded);
   RUN(spares_go_back_before_new_memory);
