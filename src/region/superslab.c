@@ -186,9 +186,9 @@ hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, unsigned kind, unsigned rea
   const hk_class_info_t *ci = &hk_classes[cls];
   hk_arena_t *a = &hk_arenas[arena];
   int unit;
+  bool warm = reach == HK_NEW_WARM;
   if (process_big()) kind = HK_SS_ANY;  /* kinds apart no more: huge pages for all (densify) */
   hk_lock(&a->lock);
-  bool warm = reach == HK_NEW_WARM;
   hk_superslab_t *ss = take_units(a, ci->units, kind, &unit, false, warm, zero);
   hk_unlock(&a->lock);
   /* Before the process grows: free units of the other arenas. */

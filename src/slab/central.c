@@ -272,8 +272,8 @@ static bool purge_spares(unsigned cls, int mode);
  * large block goes on free units still resident only, a small class's slab
  * (a page of it written at a time) on free units of the SuperSlabs mapped,
  * and if it finds none, the spares go back first, all, and it goes where
- * they were (docs/DESIGN.md, Spare large blocks).  Called with at most a small class's
- * lock held (service/init.c: the lock order). */
+ * they were (docs/DESIGN.md, Spare large blocks).  Called with at most a
+ * small class's lock held (service/init.c: the lock order). */
 static unsigned spares_reach(unsigned reach) {
   return atomic_load_explicit(&spare_bytes, memory_order_relaxed) ? reach : HK_NEW_ANY;
 }
