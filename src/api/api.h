@@ -22,13 +22,15 @@
  *         hk_central_take                 a batch parked on this CPU, or on another (only
  *                                         a spare one for a producer), or blocks from
  *                                         slabs (slab/central.c)
- *           hk_slab_new -> take_units     a run of units in the arena (region/superslab.c)
+ *           hk_slab_new -> take_units     a run of units in the arena (region/superslab.c);
+ *                                         while there are spares, in the SuperSlabs mapped only,
+ *                                         else they go back first
  *             superslab_map -> hk_region_map  a slot of the space reserved at start-up,
  *                                         else a few SuperSlabs mapped at once for the arena
  *         hk_central_take_large         large classes: a spare block of the class (32-256 KiB), or
  *                                         a block not touched where its memory reads as zero
  *                                         (its page faults are the program's):
- *           hk_large_take                 (region/arena.c) a one-block slab (on resident units
+ *           hk_large_take                 (region/region.h) a one-block slab (on resident units
  *                                         while there are spares, else they go back first),
  *             hk_huge_take_class          or above 256 KiB a run of units in a huge region
  *                                         (a short one where a whole region does not fit)
