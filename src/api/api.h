@@ -51,7 +51,7 @@
  *                                         their units back at once (above 256 KiB:
  *                                         hk_huge_release_class, to their huge region)
  *       hk_purge_poll
- *     hk_free_slow                        anything else: NULL, huge, or an error
+ *     hk_free_slow                        anything else but NULL: huge, or an error
  *       hk_huge_free                      units dirty in their region
  *       hk_misuse                         an invalid or interior pointer, a freed huge block
  *
@@ -108,7 +108,9 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
       }
     }
   }
-  hk_free_slow(p);
+  /* free(NULL) here, not past the slow path's frame: a thread's start calls it
+   * once per slot of its TLS modules' table (16 times in thread_once) */
+  if (p) hk_free_slow(p);
 }
 
 /* ---- allocation entry points shared by the C and C++ API (alloc.c) --------- */
