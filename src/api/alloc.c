@@ -136,6 +136,7 @@ static bool unsample(void *p, uintptr_t entry) {
 }
 
 void hk_free_slow(void *p) {
+  hk_assert(p != NULL, "free(NULL) reached the slow path");
   uintptr_t cls = hk_class_map_lookup(p);
   if (hk_unlikely(hk_prof_on) && unsample(p, cls)) {
     hk_free_fast(p);

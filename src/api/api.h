@@ -79,7 +79,7 @@
 
 HK_HIDDEN void *hk_malloc_slow(size_t size);
 HK_HIDDEN void hk_free_overflow(void *p);  /* p: the block just pushed */
-HK_HIDDEN void hk_free_slow(void *p);
+HK_HIDDEN void hk_free_slow(void *p);      /* p: not NULL, and not taken by hk_free_fast */
 
 static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
   if (hk_likely(size <= HK_TABLE_MAX - HK_CANARY)) {
