@@ -108,8 +108,8 @@ static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
       }
     }
   }
-  /* free(NULL) here, not past the slow path's frame: a thread's start calls it
-   * once per slot of its TLS modules' table (16 times in thread_once) */
+  /* free(NULL) here, not past the slow path's frame: the C library's thread
+   * start calls it once per slot of the new thread's TLS modules' table */
   if (p) hk_free_slow(p);
 }
 
