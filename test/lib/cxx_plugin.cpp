@@ -28,7 +28,7 @@ extern "C" int plugin_new_handler_calls() {
   handler_calls = 0;
   std::set_new_handler(give_up_after_two);
   try {
-    ::operator delete(::operator new[](huge));
+    ::operator delete[](::operator new[](huge));
   } catch (const std::bad_alloc &) {
     return handler_calls;
   }
