@@ -292,7 +292,7 @@ def _summary(app, alloc, size, runs, counts):
 
 
 COLUMNS = ("bench", "allocator", "command", "cpu", "runs", "failed", "median_wall_s", "min_wall_s", "max_wall_s",
-           "iqr_wall_s", "resolution_pct", "wall_vs_fastest", "median_maxrss_kb", "median_faults", "median_minflt",
+           "iqr_wall_s", "resolution_pct", "wall_vs_fastest", "vs_hakmem_pct", "vs_hakmem_noise_pct", "median_maxrss_kb", "median_faults", "median_minflt",
            "median_majflt", *runner.OS_CALLS)
 RUN_COLUMNS = ("bench", "allocator", "run", "cpu", "status", "wall_s", "maxrss_kb", "minflt", "majflt")
 
@@ -339,7 +339,22 @@ def measure(apps, allocs, size, rounds, tools, progress, tmp, root, timeout):
         fastest = min((r["median_wall_s"] for r in group if r["median_wall_s"]), default=None)
         for r in group:
             r["wall_vs_fastest"] = r["median_wall_s"] / fastest if fastest and r["median_wall_s"] else None
+            r["vs_hakmem_pct"], r["vs_hakmem_noise_pct"] = paired(runs, app.name, r["allocator"])
     return Measurement(allocs, apps, [], rows, runs, failures, size, rounds, tools)
+
+
+def paired(runs, app, alloc):
+    """(difference, noise), in %, of `alloc`'s wall time against hakmem's,
+    round by round (interleaved.difference: a spell of the machine that
+    slows both runs of a round leaves their ratio alone); (None, None) for
+    hakmem itself, or without two rounds that both ran."""
+    mine, theirs = runs.get((app, "hakmem")), runs.get((app, alloc))
+    if alloc == "hakmem" or not mine or not theirs:
+        return None, None
+    pairs = [(a.wall, b.wall) for a, b in zip(mine, theirs) if a.ok and b.ok]
+    if len(pairs) < 2:
+        return None, None
+    return interleaved.difference(*zip(*pairs))
 
 
 def raw_rows(runs):
@@ -359,6 +374,8 @@ def cells(row):
         "IQR s": num(row["iqr_wall_s"], ".3f"),
         "res %": num(row["resolution_pct"], ".1f"),
         "vs fastest": num(row["wall_vs_fastest"], ".3f"),
+        "vs hakmem %": "-" if row.get("vs_hakmem_pct") is None else
+                       f"{row['vs_hakmem_pct']:+.1f} ±{row['vs_hakmem_noise_pct']:.1f}",
         "RSS MiB": num(report.mib(row["median_maxrss_kb"]), ".1f"),
         "faults": report.si(row["median_faults"]),
         **{c: num(row[c], "d") for c in runner.OS_CALLS},
@@ -366,7 +383,7 @@ def cells(row):
     }
 
 
-TABLE = ("wall s", "min-max s", "IQR s", "res %", "vs fastest", "RSS MiB", "faults", *runner.OS_CALLS, "failed")
+TABLE = ("wall s", "min-max s", "IQR s", "res %", "vs fastest", "vs hakmem %", "RSS MiB", "faults", *runner.OS_CALLS, "failed")
 
 
 def resolution_note(group):
@@ -375,7 +392,12 @@ def resolution_note(group):
     if worst is None:
         return [f"Resolution: none (one run each; {TARGET_PCT:g} % needs 5 rounds or more)."]
     verdict = "reached" if worst <= TARGET_PCT else "not reached: more rounds, or a quieter machine"
-    return [f"Resolution: ±{worst:.1f} % at worst (target {TARGET_PCT:g} %: {verdict})."]
+    lines = [f"Resolution: ±{worst:.1f} % at worst (target {TARGET_PCT:g} %: {verdict})."]
+    noise = max((r["vs_hakmem_noise_pct"] for r in group if r.get("vs_hakmem_noise_pct") is not None), default=None)
+    if noise is not None:
+        verdict = "reached" if noise <= TARGET_PCT else "not reached"
+        lines.append(f"Against hakmem round by round: ±{noise:.1f} % at worst ({verdict}).")
+    return lines
 
 
 def method(m):
@@ -394,7 +416,10 @@ def method(m):
         f"the median holding it with {CONFIDENCE:.0%} confidence or more (the k-th smallest to the k-th largest "
         "run: for 5 rounds the least and the most, 94 %), relative to the median: a difference between two "
         "allocators' medians larger than both their resolutions is not the runs' scatter.  `vs fastest`: the "
-        "median over the least median of all allocators.",
+        "median over the least median of all allocators.  `vs hakmem %`: the allocator's time against hakmem's "
+        "round by round, the mean of the rounds' ratios less 1 (above 0: hakmem is faster), and two standard "
+        "errors of that mean, below which a difference can be chance; a spell of the machine that slows both "
+        "runs of a round leaves their ratio alone, so this resolves finer than the medians.",
         "Peak RSS (the largest of the steps' processes) and page faults (minor and major, all processes added "
         "up) by GNU time, which runs without the allocator, medians." if "time" in m.tools
         else "No peak RSS nor page faults: GNU time is not installed.",
