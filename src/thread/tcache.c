@@ -32,11 +32,15 @@ static hk_front_t exited[HK_NCLASS + 1];
  * thread's start copies its TLS block's image, and 5.6 KiB of counters
  * there cost a thread that lives for one allocation about 5 % of its
  * time (thread_once).  A free block is zero and linked through its class 0,
- * which no class uses; a thread without one (before its set-up, after its
- * exit, or none to be had) counts into `unkept`, which no one reads. */
+ * which no class uses; a chunk's blocks are handed out in turn before that,
+ * untouched till then (linked at once, each would cost a page fault in a
+ * process of one thread).  A thread without one (before its set-up, after
+ * its exit, or none to be had) counts into `unkept`, which no one reads. */
 #define FRONTS_CHUNK 8
 typedef hk_front_t fronts_t[HK_NCLASS + 1];
 static hk_front_t *fronts_free;
+static fronts_t *fronts_fresh;  /* the chunk's blocks never handed out, `fronts_fresh_n` of them */
+static unsigned fronts_fresh_n;
 static __thread hk_front_t unkept __attribute__((tls_model("initial-exec")));
 
 static hk_front_t *front(hk_tcache_t *tc, unsigned cls) {
@@ -47,12 +51,10 @@ static hk_front_t *front(hk_tcache_t *tc, unsigned cls) {
 
 static hk_front_t *fronts_take(void) {
   if (!fronts_free) {
-    fronts_t *chunk = hk_os_map(FRONTS_CHUNK * sizeof(fronts_t));
-    if (!chunk) return NULL;
-    for (unsigned i = 0; i < FRONTS_CHUNK; i++) {
-      chunk[i][0].link = (uintptr_t)fronts_free;
-      fronts_free = chunk[i];
-    }
+    if (!fronts_fresh_n && (fronts_fresh = hk_os_map(FRONTS_CHUNK * sizeof(fronts_t)))) fronts_fresh_n = FRONTS_CHUNK;
+    if (!fronts_fresh_n) return NULL;
+    fronts_fresh_n--;
+    return *fronts_fresh++;
   }
   hk_front_t *f = fronts_free;
   fronts_free = (hk_front_t *)(uintptr_t)f[0].link;
