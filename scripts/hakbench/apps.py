@@ -292,8 +292,8 @@ def _summary(app, alloc, size, runs, counts):
 
 
 COLUMNS = ("bench", "allocator", "command", "cpu", "runs", "failed", "median_wall_s", "min_wall_s", "max_wall_s",
-           "iqr_wall_s", "resolution_pct", "wall_vs_fastest", "vs_hakmem_pct", "vs_hakmem_noise_pct", "median_maxrss_kb", "median_faults", "median_minflt",
-           "median_majflt", *runner.OS_CALLS)
+           "iqr_wall_s", "resolution_pct", "wall_vs_fastest", "vs_hakmem_pct", "vs_hakmem_noise_pct",
+           "median_maxrss_kb", "median_faults", "median_minflt", "median_majflt", *runner.OS_CALLS)
 RUN_COLUMNS = ("bench", "allocator", "run", "cpu", "status", "wall_s", "maxrss_kb", "minflt", "majflt")
 
 
@@ -383,7 +383,8 @@ def cells(row):
     }
 
 
-TABLE = ("wall s", "min-max s", "IQR s", "res %", "vs fastest", "vs hakmem %", "RSS MiB", "faults", *runner.OS_CALLS, "failed")
+TABLE = ("wall s", "min-max s", "IQR s", "res %", "vs fastest", "vs hakmem %", "RSS MiB", "faults", *runner.OS_CALLS,
+         "failed")
 
 
 def resolution_note(group):

@@ -32,9 +32,9 @@ static hk_front_t exited[HK_NCLASS + 1];
  * thread's start copies its TLS block's image, and 5.6 KiB of counters
  * there cost a thread that lives for one allocation about 5 % of its
  * time (thread_once).  A free block is zero and linked through its class 0,
- * which no class uses; a chunk's blocks are handed out in turn before that,
- * untouched till then (linked at once, each would cost a page fault in a
- * process of one thread).  A thread without one (before its set-up, after
+ * which no class uses; a new chunk's blocks are handed out one by one,
+ * untouched till then (linked all at once, they cost a process of one
+ * thread a page fault each).  A thread without one (before its set-up, after
  * its exit, or none to be had) counts into `unkept`, which no one reads. */
 #define FRONTS_CHUNK 8
 typedef hk_front_t fronts_t[HK_NCLASS + 1];
