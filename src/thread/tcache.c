@@ -51,8 +51,10 @@ static hk_front_t *front(hk_tcache_t *tc, unsigned cls) {
 
 static hk_front_t *fronts_take(void) {
   if (!fronts_free) {
-    if (!fronts_fresh_n && (fronts_fresh = hk_os_map(FRONTS_CHUNK * sizeof(fronts_t)))) fronts_fresh_n = FRONTS_CHUNK;
-    if (!fronts_fresh_n) return NULL;
+    if (!fronts_fresh_n) {
+      if (!(fronts_fresh = hk_os_map(FRONTS_CHUNK * sizeof(fronts_t)))) return NULL;
+      fronts_fresh_n = FRONTS_CHUNK;
+    }
     fronts_fresh_n--;
     return *fronts_fresh++;
   }
