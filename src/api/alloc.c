@@ -7,11 +7,11 @@
 #include <string.h>
 #include "api/api.h"
 
-/* A huge block, counted in the thread's bytes out. */
-static void *huge_alloc(size_t size, size_t alignment, bool zero) {
+/* A huge block, counted in the thread's bytes out; *usable: its usable size. */
+static void *huge_alloc(size_t size, size_t alignment, bool zero, size_t *usable) {
   size_t bytes;
   void *p = hk_huge_alloc(size, alignment, zero, hk_thread_arena(), &bytes);
-  if (p) hk_note_out((ptrdiff_t)bytes);
+  if (p) hk_note_out((ptrdiff_t)bytes), *usable = bytes - HK_GUARD;
   return p;
 }
 
@@ -35,15 +35,17 @@ static size_t refilled(unsigned cls, size_t size) {
 
 /* With the heap profile on, p just handed out by a refill whose bytes
  * crossed the thread's countdown (service/prof.c): the block taken for a
- * sample of that many crossings, p or one in its place.  The free of a
- * sampled block must reach hk_free_slow, where its record goes.  A huge
- * block's does; a large class's block has its unit to itself, whose class
- * map entry is flagged HK_MAP_SAMPLED until then; a small class's block
- * shares its unit, and a huge block of its usable size is sampled in its
- * place (p goes back to the thread's list, where the refill left it). */
+ * sample of that many crossings, p or one in its place (`huge_usable`: a
+ * huge p's usable size, which asked again would take its arena's lock).
+ * The free of a sampled block must reach hk_free_slow, where its record
+ * goes.  A huge block's does; a large class's block has its unit to
+ * itself, whose class map entry is flagged HK_MAP_SAMPLED until then; a
+ * small class's block shares its unit, and a huge block of its usable size
+ * is sampled in its place (p goes back to the thread's list, where the
+ * refill left it). */
 static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size_t alignment, bool zero,
-                                                     unsigned crossings) {
-  if (!cls) return hk_prof_sample(p, hk_huge_usable_size(p), 0, crossings), p;
+                                                     unsigned crossings, size_t huge_usable) {
+  if (!cls) return hk_prof_sample(p, huge_usable, 0, crossings), p;
   size_t usable = hk_classes[cls].size - HK_CANARY;
   if (hk_class_is_large(cls)) {
     if (hk_prof_sample(p, usable, 0, crossings)) hk_map_reset(p, (uint8_t)(cls + HK_MAP_SAMPLED));
@@ -51,7 +53,7 @@ static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size
   }
   void *q = alignment <= 16 ? hk_prof_sample(NULL, usable, usable, crossings) : NULL;  /* a kept stand-in */
   if (!q) {
-    if (!(q = huge_alloc(usable, alignment, zero))) return p;
+    if (!(q = huge_alloc(usable, alignment, zero, &(size_t){0}))) return p;
     if (!hk_prof_sample(q, usable, usable, crossings)) {
       hk_note_out(-(ptrdiff_t)hk_huge_free(q));
       return p;
@@ -77,16 +79,17 @@ static inline __attribute__((always_inline)) void *route_with(unsigned cls, size
     errno = ENOMEM;
     return NULL;
   }
-  void *p = cls ? hk_tcache_refill(cls) : huge_alloc(size, alignment, zero);
+  size_t usable = 0;
+  void *p = cls ? hk_tcache_refill(cls) : huge_alloc(size, alignment, zero, &usable);
   if (hk_unlikely(!p)) {
     int error = errno;
     hk_purge_all();
-    p = cls ? hk_tcache_refill(cls) : huge_alloc(size, alignment, zero);
+    p = cls ? hk_tcache_refill(cls) : huge_alloc(size, alignment, zero, &usable);
     errno = p ? error : ENOMEM;
   }
   hk_purge_poll();
   unsigned crossings = prof && p ? hk_prof_count(refilled(cls, size)) : 0;
-  return hk_unlikely(crossings) ? sampled(p, cls, alignment, zero, crossings) : p;
+  return hk_unlikely(crossings) ? sampled(p, cls, alignment, zero, crossings, usable) : p;
 }
 
 /* The process's first call, or a refill with the heap profile on.  The

@@ -196,12 +196,6 @@ static size_t block_bytes(const hk_region_t *r, const void *p) {
 
 static void mark(const void *p, uint8_t value) { hk_class_map_set(p, 1, value); }
 
-/* The hardened build ends every huge block with a page mapped inaccessible,
- * so that an overrun faults at once: the block's usable size is a page less
- * (the system's page: 16 or 64 KiB on some arm64 kernels, where a 4 KiB
- * mprotect fails). */
-#define HK_GUARD (HAK_HARDENED ? hk_os_page_size() : 0)
-
 static void guard(hk_region_t *r, void *p, bool on) {
   if (HAK_HARDENED) hk_os_protect((uint8_t *)p + block_bytes(r, p) - HK_GUARD, HK_GUARD, !on);
 }

@@ -287,8 +287,14 @@ HK_HIDDEN size_t hk_superslab_purge(hk_arena_t *a, int mode, bool *pending);
 HK_HIDDEN size_t hk_superslab_give_back(hk_arena_t *a, bool old, size_t want, size_t bytes);
 
 /* ---- huge blocks (huge.c) ----------------------------------------------------- */
+/* The hardened build ends every huge block with a page mapped inaccessible,
+ * so that an overrun faults at once: the block's usable size is a page less
+ * (the system's page: 16 or 64 KiB on some arm64 kernels, where a 4 KiB
+ * mprotect fails). */
+#define HK_GUARD (HAK_HARDENED ? hk_os_page_size() : 0)
 /* A huge block from the regions of `arena` (or any other's, or a
- * mapping of its own); *bytes: what it takes of them.  NULL if there is no
+ * mapping of its own); *bytes: what it takes of them (its usable size and
+ * HK_GUARD).  NULL if there is no
  * room (errno ENOMEM for a size beyond any room). */
 HK_HIDDEN void *hk_huge_alloc(size_t size, size_t alignment, bool zero, unsigned arena, size_t *bytes);
 /* Whether a huge block of `size` bytes aligned to `alignment` could be had
