@@ -80,11 +80,11 @@ static inline __attribute__((always_inline)) void *route_with(unsigned cls, size
     return NULL;
   }
   size_t usable = 0;
-  void *p = cls ? hk_tcache_refill(cls) : huge_alloc(size, alignment, zero, &usable);
+  void *p = cls ? hk_tcache_refill(cls, size) : huge_alloc(size, alignment, zero, &usable);
   if (hk_unlikely(!p)) {
     int error = errno;
     hk_purge_all();
-    p = cls ? hk_tcache_refill(cls) : huge_alloc(size, alignment, zero, &usable);
+    p = cls ? hk_tcache_refill(cls, size) : huge_alloc(size, alignment, zero, &usable);
     errno = p ? error : ENOMEM;
   }
   hk_purge_poll();

@@ -29,7 +29,8 @@
  *                                         else a few SuperSlabs mapped at once for the arena
  *         hk_central_take_large         large classes: a spare block of the class (32-256 KiB), or
  *                                         a block not touched where its memory reads as zero
- *                                         (its page faults are the program's):
+ *                                         (its page faults are the program's; where huge pages
+ *                                         start small, hk_os_populate writes it in):
  *           hk_large_take                 (region/region.h) a one-block slab (on resident units
  *                                         while there are spares, else they go back first),
  *             hk_huge_take_class          or above 256 KiB a run of units in a huge region

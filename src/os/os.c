@@ -294,6 +294,19 @@ void hk_os_advise_small(void *p, size_t size) {
 
 void *hk_os_space_first(void) { return space; }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it with EINVAL */
+#endif
+
+void hk_os_populate(void *p, size_t size) {
+  static bool refused;
+  if (__atomic_load_n(&refused, __ATOMIC_RELAXED)) return;
+  atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
+  int error = errno;
+  if (madvise(p, size, MADV_POPULATE_WRITE) != 0 && errno == EINVAL) __atomic_store_n(&refused, true, __ATOMIC_RELAXED);
+  errno = error;
+}
+
 bool hk_os_collapse_huge(void *p, size_t size) {
   hk_os_advise_huge(p, size);
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);

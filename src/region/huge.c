@@ -461,7 +461,7 @@ static void *short_alloc(hk_arena_t **h, unsigned arena, unsigned n, hk_fill_t *
  * than among the small slabs of 4 MiB SuperSlabs; but marked in the class map
  * with their class, so that thread caches keep them as they keep other large
  * blocks: only a cache's misses and overflows come here. */
-void *hk_huge_take_class(unsigned cls, unsigned arena, bool *zero) {
+void *hk_huge_take_class(unsigned cls, unsigned arena, size_t size, bool *zero) {
   unsigned n = (unsigned)units(hk_classes[cls].size);
   void *p = NULL;
   hk_fill_t f;
@@ -476,7 +476,9 @@ void *hk_huge_take_class(unsigned cls, unsigned arena, bool *zero) {
   *zero = f.clean;
   mark(p, (uint8_t)cls);
   __atomic_store_n(&h->class_bytes, h->class_bytes + hk_units_bytes(n), __ATOMIC_RELAXED);
+  bool small = region_of(p)->small_pages;
   hk_unlock(&h->lock);
+  if (small && f.clean) hk_os_populate(p, size);  /* see hk_large_take */
   return p;
 }
 

@@ -230,6 +230,7 @@ typedef struct hk_slab {
   uint16_t nfree;           /* blocks on the free list */
   uint8_t cls;              /* 0: the unit is not the head of a slab */
   uint8_t units;
+  bool fresh;               /* its units, on small pages, not resident where not carved yet (hk_slab_populate) */
   struct hk_slab *next, *prev;  /* the class's list of slabs with blocks to give */
 } hk_slab_t;
 
@@ -274,6 +275,12 @@ enum { HK_NEW_WARM, HK_NEW_MAPPED, HK_NEW_ANY };
  * HK_SS_DENSE or HK_SS_LARGE, as far as `reach`; *zero: its units read as zero */
 HK_HIDDEN hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, unsigned kind, unsigned reach, bool *zero);
 HK_HIDDEN void hk_slab_release(hk_slab_t *slab);
+/* Writes in at once the pages of [from, from + size) that slab s (fresh)
+ * has not carved blocks on yet, before it carves there: on small pages a
+ * system call instead of a page fault each (hk_os_populate), the same
+ * memory; none once its half of the SuperSlab is on huge pages, which
+ * fault 2 MiB at a time. */
+HK_HIDDEN void hk_slab_populate(hk_slab_t *s, uint8_t *from, size_t size);
 HK_HIDDEN void hk_slab_release_chain(unsigned cls, void *chain);  /* one-block slabs of large blocks */
 /* The size of the block of the SuperSlab (huge region) holding p, live or
  * freed, and whether it is live; 0 if p is not where a block started. */
@@ -303,7 +310,7 @@ static inline bool hk_huge_possible(size_t size, size_t alignment) {
   size_t limit = (size_t)PTRDIFF_MAX - HK_REGION_SIZE;
   return alignment <= limit / 2 && size <= limit - alignment;
 }
-HK_HIDDEN void *hk_huge_take_class(unsigned cls, unsigned arena, bool *zero);  /* hk_large_take's, above 256 KiB */
+HK_HIDDEN void *hk_huge_take_class(unsigned cls, unsigned arena, size_t size, bool *zero);  /* hk_large_take's, above 256 KiB */
 HK_HIDDEN void hk_huge_release_class(unsigned cls, void *chain);
 HK_HIDDEN size_t hk_huge_free(void *p);  /* the bytes it took; 0 if p is not a live huge block */
 /* Resizes huge block p where it is, or moves its pages (mremap): p, the new
@@ -327,11 +334,17 @@ HK_HIDDEN size_t hk_jumbo_give_back(size_t want, size_t bytes);  /* arena 0's lo
  * runs fit much better among a region's 2 048 units than among the small
  * slabs of 4 MiB SuperSlabs, resident units go first there anyway, and the
  * spares of slab/central.c live in SuperSlabs: `reach` does not apply);
- * *zero: it reads as zero.  Released in chains. */
-static inline void *hk_large_take(unsigned cls, unsigned arena, unsigned reach, bool *zero) {
-  if (hk_class_in_regions(cls)) return hk_huge_take_class(cls, arena, zero);
+ * *zero: it reads as zero.  Released in chains.  A block new where huge
+ * pages start small (a region's start, a small process's first
+ * SuperSlabs) has its first `size` bytes, those the program asked for,
+ * written in at once, as most large blocks are written whole: a system
+ * call, not a page fault per page.  Without huge pages, bytes the program
+ * leaves unwritten stay absent. */
+static inline void *hk_large_take(unsigned cls, unsigned arena, unsigned reach, size_t size, bool *zero) {
+  if (hk_class_in_regions(cls)) return hk_huge_take_class(cls, arena, size, zero);
   hk_slab_t *s = hk_slab_new(cls, arena, HK_SS_LARGE, reach, zero);
   if (!s) return NULL;
+  if (s->fresh && hk_opt.ss_thp) hk_slab_populate(s, s->start, size);
   s->carved = 1;
   return s->start;
 }

@@ -58,9 +58,10 @@ static void densify(hk_superslab_t *ss, unsigned unit, unsigned units) {
    * whole) or after a first half mostly written: huge pages there before a
    * page is touched, nothing to copy (mixed_large: 8 % faster). */
   if (unit >= HK_SS_UNITS / 2 && !(ss->halves & HK_HALF_SEEN)) {
-    ss->halves |= HK_HALF_SEEN;
-    if (units > 1 || hk_os_resident_pages(ss, HK_SS_SIZE / 2) >= HK_SS_DENSE_PAGES)
-      hk_os_advise_huge((uint8_t *)ss + HK_SS_SIZE / 2, HK_SS_SIZE / 2);
+    bool huge = units > 1 || hk_os_resident_pages(ss, HK_SS_SIZE / 2) >= HK_SS_DENSE_PAGES;
+    if (huge) hk_os_advise_huge((uint8_t *)ss + HK_SS_SIZE / 2, HK_SS_SIZE / 2);
+    /* bit 1: the second half huge; relaxed, as hk_slab_populate reads it without the lock */
+    __atomic_store_n(&ss->halves, ss->halves | HK_HALF_SEEN | (unsigned)huge << 1, __ATOMIC_RELAXED);
   }
   /* A process grown big: huge pages, for slabs of every kind (the TLB's
    * misses cost mixed_large 5 %, a few MiB are little to it). */
@@ -71,11 +72,11 @@ static void densify(hk_superslab_t *ss, unsigned unit, unsigned units) {
   for (unsigned h = 0; h < 2; h++) {
     uint8_t *half = (uint8_t *)ss + h * (HK_SS_SIZE / 2);
     if (ss->halves >> h & 1 || (!big && hk_os_resident_pages(half, HK_SS_SIZE / 2) < HK_SS_DENSE_PAGES)) continue;
-    ss->halves |= 1u << h;
+    __atomic_store_n(&ss->halves, ss->halves | 1u << h, __ATOMIC_RELAXED);
     hk_os_collapse_huge(half, HK_SS_SIZE / 2);
   }
   if (big) {
-    ss->small_pages = false;
+    __atomic_store_n(&ss->small_pages, false, __ATOMIC_RELAXED);
     ss->kind = HK_SS_ANY;
     atomic_fetch_sub_explicit(&small_paged, 1, memory_order_relaxed);
   }
@@ -215,9 +216,25 @@ hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, unsigned kind, unsigned rea
   slab->nfree = 0;
   slab->cls = (uint8_t)cls;
   slab->units = ci->units;
+  slab->fresh = *zero && (ss->small_pages || !hk_opt.ss_thp);
   slab->next = slab->prev = NULL;
   hk_class_map_set(slab->start, 1, (uint8_t)cls);  /* blocks start in the first unit only */
   return slab;
+}
+
+void hk_slab_populate(hk_slab_t *s, uint8_t *from, size_t size) {
+  hk_superslab_t *ss = hk_superslab_of(s);
+  /* read without the arena's lock (relaxed): a half made huge meanwhile
+   * costs a call that finds its pages there */
+  unsigned half = (unsigned)(((uintptr_t)from - (uintptr_t)ss) / (HK_SS_SIZE / 2));
+  if (hk_opt.ss_thp && (!__atomic_load_n(&ss->small_pages, __ATOMIC_RELAXED) ||
+                        (__atomic_load_n(&ss->halves, __ATOMIC_RELAXED) >> half & 1))) {
+    s->fresh = false;
+    return;
+  }
+  uintptr_t lo = (uintptr_t)from, hi = hk_align_up(lo + size, HK_PAGE_SIZE);
+  lo = s->carved ? hk_align_up(lo, HK_PAGE_SIZE) : lo & ~(uintptr_t)(HK_PAGE_SIZE - 1);  /* the carved blocks' page is in */
+  if (lo < hi) hk_os_populate((void *)lo, hi - lo);
 }
 
 /* Gives a slab's units back to its SuperSlab, dirty (or decommitted at once

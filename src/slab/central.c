@@ -194,6 +194,7 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
   unsigned fresh = hk_min(hk_min(want - n, page_blocks), (unsigned)(s->capacity - s->carved));
   if (fresh) {
     uint8_t *first = s->start + (size_t)s->carved * s->block_size;
+    if (s->fresh) hk_slab_populate(s, first, (size_t)fresh * s->block_size);
     head = link_fresh(first, s->block_size, fresh, head);
     s->carved = (uint16_t)(s->carved + fresh);
     n += fresh;
@@ -280,16 +281,16 @@ static unsigned spares_reach(unsigned reach) {
 static void spares_return(void) { for_spare_classes(c) purge_spares(c, HK_PURGE_ALL); }
 
 /* A spare, else a new block. */
-void *hk_central_take_large(unsigned cls, unsigned arena, bool *zero) {
+void *hk_central_take_large(unsigned cls, unsigned arena, size_t size, bool *zero) {
   void *p;
   if ((p = take_spare(cls))) {
     *zero = false;
     return p;
   }
   unsigned reach = spares_reach(HK_NEW_WARM);
-  if (!(p = hk_large_take(cls, arena, reach, zero)) && reach != HK_NEW_ANY) {
+  if (!(p = hk_large_take(cls, arena, reach, size, zero)) && reach != HK_NEW_ANY) {
     spares_return();
-    p = hk_large_take(cls, arena, HK_NEW_ANY, zero);
+    p = hk_large_take(cls, arena, HK_NEW_ANY, size, zero);
   }
   if (p) {
     atomic_fetch_add_explicit(&large_counts[cls].slabs, 1, memory_order_relaxed);

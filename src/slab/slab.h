@@ -24,9 +24,10 @@ HK_HIDDEN void hk_central_init(unsigned cpus);  /* sets of transfer slots: one p
 HK_HIDDEN unsigned hk_central_cpu_sets(void);
 HK_HIDDEN unsigned hk_central_take(unsigned cls, unsigned arena, unsigned want, void **chain, const void **parker,
                                    bool producer);
-/* A block of a large class, not on a chain and not touched: *zero if its
- * memory reads as zero, else it may hold anything, the free key included. */
-HK_HIDDEN void *hk_central_take_large(unsigned cls, unsigned arena, bool *zero);
+/* A block of a large class for `size` bytes, not on a chain and not
+ * touched (but as hk_large_take writes in): *zero if its memory reads as
+ * zero, else it may hold anything, the free key included. */
+HK_HIDDEN void *hk_central_take_large(unsigned cls, unsigned arena, size_t size, bool *zero);
 /* Gives back a chain of `count` blocks; `owner` is the giving thread cache. */
 HK_HIDDEN bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner);
 typedef struct hk_class_counts {  /* a class's figures in the central cache */

@@ -159,10 +159,11 @@ static void *next_free(void *b, unsigned cls) {
 
 /* A large block straight to the program, a new one untouched: its page
  * faults are the program's first writes, not malloc's (`latency
- * thread_churn`).  Old memory has its mark cleared for realloc's check. */
-static void *take_large(hk_tcache_t *tc, unsigned cls) {
+ * thread_churn`), but where huge pages start small (hk_large_take).  Old
+ * memory has its mark cleared for realloc's check. */
+static void *take_large(hk_tcache_t *tc, unsigned cls, size_t size) {
   bool zero;
-  void *p = hk_central_take_large(cls, tc->arena, &zero);
+  void *p = hk_central_take_large(cls, tc->arena, size, &zero);
   if (hk_unlikely(!p)) return NULL;
   front(tc, cls)->moved++;
   note_out(tc, (ptrdiff_t)hk_classes[cls].size);
@@ -172,8 +173,8 @@ static void *take_large(hk_tcache_t *tc, unsigned cls) {
 }
 
 /* A thread whose cache is gone (it has exited) still allocates: one block at a time. */
-static void *alloc_uncached(hk_tcache_t *tc, unsigned cls) {
-  if (hk_class_is_large(cls)) return take_large(tc, cls);
+static void *alloc_uncached(hk_tcache_t *tc, unsigned cls, size_t size) {
+  if (hk_class_is_large(cls)) return take_large(tc, cls, size);
   void *chain;
   unsigned n = take(tc, cls, 1, &chain);
   if (hk_unlikely(n == 0)) return NULL;
@@ -182,13 +183,13 @@ static void *alloc_uncached(hk_tcache_t *tc, unsigned cls) {
   return p;
 }
 
-void *hk_tcache_refill(unsigned cls) {
+void *hk_tcache_refill(unsigned cls, size_t size) {
   hk_tcache_t *tc = &hk_tc;
   /* hk_tcache_pop found the list's first block not marked free */
   if (hk_unlikely(tc->head[cls] != HK_END)) hk_misuse_freed(tc->head[cls], cls);
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
     if (tc->state == HK_TC_UNINIT) hk_thread_init(tc);
-    if (tc->state == HK_TC_DEAD) return alloc_uncached(tc, cls);  /* exited, or got no cache */
+    if (tc->state == HK_TC_DEAD) return alloc_uncached(tc, cls, size);  /* exited, or got no cache */
     void *p = hk_tcache_pop(cls);  /* prewarm may have filled the list */
     if (p) return p;
   }
@@ -197,7 +198,7 @@ void *hk_tcache_refill(unsigned cls) {
   front(tc, cls)->misses++;
   if (hk_class_is_large(cls) && tc->large_misses < UINT32_MAX) tc->large_misses++;
   set_cap(tc, cls, hk_min(tc->cap[cls] * 2, (int)hk_classes[cls].cap));
-  if (hk_class_is_large(cls)) return take_large(tc, cls);
+  if (hk_class_is_large(cls)) return take_large(tc, cls, size);
   void *chain;
   unsigned want = hk_min(hk_classes[cls].batch, (unsigned)tc->cap[cls] + 1);
   unsigned n = take(tc, cls, want, &chain);

@@ -118,9 +118,10 @@ spent:
 }
 
 /* ---- thread caches (tcache.c) ---------------------------------------------- */
-/* A block of class cls when hk_tcache_pop found none (the list refilled, or a
- * large block taken straight), NULL if out of memory; sets up the cache. */
-HK_HIDDEN void *hk_tcache_refill(unsigned cls);
+/* A block of class cls for `size` bytes when hk_tcache_pop found none (the
+ * list refilled, or a large block taken straight), NULL if out of memory;
+ * sets up the cache. */
+HK_HIDDEN void *hk_tcache_refill(unsigned cls, size_t size);
 HK_HIDDEN void hk_thread_init(hk_tcache_t *tc);
 HK_HIDDEN unsigned hk_thread_arena(void);        /* the calling thread's arena; its cache made if it had none */
 HK_HIDDEN void hk_note_out(ptrdiff_t bytes);     /* the calling thread's bytes out grew/shrank (huge blocks) */
