@@ -300,10 +300,12 @@ void *hk_os_space_first(void) { return space; }
 
 void hk_os_populate(void *p, size_t size) {
   static bool refused;
-  if (__atomic_load_n(&refused, __ATOMIC_RELAXED)) return;
+  if (__atomic_load_n(&refused, __ATOMIC_RELAXED) || !size) return;
+  uintptr_t page = hk_os_page_size(), lo = (uintptr_t)p & ~(page - 1), hi = hk_align_up((uintptr_t)p + size, page);
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
   int error = errno;
-  if (madvise(p, size, MADV_POPULATE_WRITE) != 0 && errno == EINVAL) __atomic_store_n(&refused, true, __ATOMIC_RELAXED);
+  if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+    __atomic_store_n(&refused, true, __ATOMIC_RELAXED);
   errno = error;
 }
 

@@ -27,10 +27,11 @@ HK_HIDDEN bool hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_D
 HK_HIDDEN bool hk_os_huge_pages_available(void);  /* the kernel gives transparent huge pages to this process */
 HK_HIDDEN void hk_os_advise_huge(void *p, size_t size);  /* transparent huge pages wanted */
 HK_HIDDEN bool hk_os_collapse_huge(void *p, size_t size);  /* and made of the pages there now; false if refused */
-/* Its pages written in now, those not resident yet, as a write would (a
- * kernel without MADV_POPULATE_WRITE leaves them to the writes): where
- * each page fault exits to a hypervisor, one call for a page cost a fourth
- * of its fault (2.8 against 11 us a page, 1 against 11 for 16 pages). */
+/* The pages of [p, p + size) written in now, those not resident yet, as a
+ * write would (a kernel without MADV_POPULATE_WRITE leaves them to the
+ * writes): where each page fault exits to a hypervisor, one call for a page
+ * cost a fourth of its fault (2.8 against 11 us a page, 1 against 11 for
+ * 16 pages: docs/DESIGN.md, Page faults on a virtual machine). */
 HK_HIDDEN void hk_os_populate(void *p, size_t size);
 HK_HIDDEN bool hk_os_unit_pages(void *p, unsigned n, uint8_t *pages);  /* pages[i]: 4 KiB pages resident in unit i of n <= 64 from p */
 HK_HIDDEN unsigned hk_os_resident_pages(void *p, size_t size);  /* of [p, p+size), in 4 KiB pages, at most 4 MiB of them */
