@@ -5,10 +5,10 @@
  * malloc (whose tail latency they were), and calloc leaves it alone, since
  * it reads as zero.  But where huge pages start small (some of a process's
  * first blocks, under the default profile), the pages of the bytes asked
- * for are written in at once, no more: they read as zero all the same.  Memory given
- * back with MADV_FREE, or whose giving back the kernel refused, may still
- * hold old data: a block there is cleared by calloc, and a live block there
- * is never taken for a freed one. */
+ * for are written in at once, no more: they read as zero all the same.
+ * Memory given back with MADV_FREE, or whose giving back the kernel
+ * refused, may still hold old data: a block there is cleared by calloc, and
+ * a live block there is never taken for a freed one. */
 #include <malloc.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
