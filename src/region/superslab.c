@@ -232,8 +232,8 @@ void hk_slab_populate(hk_slab_t *s, uint8_t *from, size_t size) {
     s->fresh = false;
     return;
   }
-  uintptr_t lo = (uintptr_t)from, hi = hk_align_up(lo + size, HK_PAGE_SIZE);
-  lo = s->carved ? hk_align_up(lo, HK_PAGE_SIZE) : lo & ~(uintptr_t)(HK_PAGE_SIZE - 1);  /* the carved blocks' page is in */
+  uintptr_t lo = (uintptr_t)from, hi = lo + size;  /* hk_os_populate takes whole pages */
+  if (s->carved) lo = hk_align_up(lo, HK_PAGE_SIZE);  /* the page of the blocks carved before is in */
   if (lo < hi) hk_os_populate((void *)lo, hi - lo);
 }
 
