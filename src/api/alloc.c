@@ -198,28 +198,33 @@ static void *realloc_move(void *p, size_t old_size, size_t size) {
   return q;
 }
 
-static void *realloc_small(void *p, size_t old_size, size_t size) {
-  if (size <= old_size && (size >= old_size / 2 || old_size <= 256)) return p;
+/* A block that must move to grow takes a quarter more than it had, at
+ * least: a string or an array grown a few bytes at a time is then copied
+ * once per quarter of its size, not at every class (eight to a doubling).
+ * Refused that (an address-space limit), it takes the size asked. */
+static __attribute__((noinline)) void *realloc_grow(void *p, size_t old_size, size_t size) {
+  if (size >= old_size + old_size / 4) return realloc_move(p, old_size, size);
+  int error = errno;
+  void *q = realloc_move(p, old_size, old_size + old_size / 4);
+  if (q) return q;
+  errno = error;
   return realloc_move(p, old_size, size);
 }
 
-/* A block keeps its place while the new size fits its class and does not
- * waste more than half of it; huge blocks are resized where they are or
- * remapped, and copied only when neither can be done (out of its shared
- * region, or a mapping the program split: mlock, mprotect, madvise on
- * part). */
-void *hk_realloc(void *p, size_t size) {
+static inline void *realloc_small(void *p, size_t old_size, size_t size) {
+  if (size > old_size) return realloc_grow(p, old_size, size);
+  return size >= old_size / 2 || old_size <= 256 ? p : realloc_move(p, old_size, size);
+}
+
+/* NULL, a huge block (resized where it is or remapped, and copied only
+ * when neither can be done: out of its shared region, or a mapping the
+ * program split: mlock, mprotect, madvise on part), or a size of 0 or an
+ * invalid pointer; cls is p's class map entry. */
+static __attribute__((noinline)) void *realloc_unusual(void *p, size_t size, uintptr_t cls) {
   if (!p) return hk_malloc_fast(size);
   if (size == 0) {
     hk_free_fast(p);
     return NULL;
-  }
-  uintptr_t cls = class_in(hk_class_map_lookup(p));
-  if (cls - 1 < HK_NCLASS) {
-    if (!hk_on_boundary(p, cls) || hk_is_free(p) || hk_is_home(p) || hk_is_spare(p) ||
-        (HAK_HARDENED && *hk_canary_at(p, cls) != hk_canary(p)))
-      hk_misuse("realloc", p, cls);
-    return realloc_small(p, hk_classes[cls].size - HK_CANARY, size);
   }
   if (cls != HK_MAP_HUGE) hk_misuse("realloc", p, cls);
   bool freed = false;
@@ -236,6 +241,18 @@ void *hk_realloc(void *p, size_t size) {
   if (hk_unlikely(hk_prof_on) && q != p) hk_prof_moved(p, q);
   hk_note_out(grown);
   return q;
+}
+
+/* A class's block keeps its place while the new size fits its class and
+ * does not waste more than half of it: most reallocs of a string or an
+ * array that grows, here without a call or a frame (NULL's entry is 0). */
+void *hk_realloc(void *p, size_t size) {
+  uintptr_t cls = class_in(hk_map_covers(p) ? hk_map_get(p) : 0);
+  if (hk_unlikely(cls - 1 >= HK_NCLASS || !size)) return realloc_unusual(p, size, cls);
+  if (!hk_on_boundary(p, cls) || hk_is_free(p) || hk_is_home(p) || hk_is_spare(p) ||
+      (HAK_HARDENED && *hk_canary_at(p, cls) != hk_canary(p)))
+    hk_misuse("realloc", p, cls);
+  return realloc_small(p, hk_classes[cls].size - HK_CANARY, size);
 }
 
 /* A call given a pointer it cannot take: says which kind of misuse in one
