@@ -8,7 +8,7 @@
 
 #define HK_TRANSFER_SLOTS 64                    /* batches parked per class and CPU (see central.c), */
 #define HK_TRANSFER_SLOTS_LEAN 2                /* ... in lean mode, */
-#define HK_TRANSFER_LISTS 16                    /* holding at most this many full thread cache lists */
+#define HK_TRANSFER_LISTS 64                    /* holding at most this many full thread cache lists */
 #define HK_CPU_SETS 64                          /* sets of transfer slots: one per CPU, up to this */
 
 extern uint8_t hk_class_table[HK_TABLE_MAX + 1] HK_HIDDEN;  /* by size: one load, no arithmetic */
