@@ -270,6 +270,19 @@ static inline int get_os_stats(hak_os_stats_t *out) {
   return 1;
 }
 
+/* The figures of the smallest class that holds `size` bytes, from a
+ * snapshot taken now (hak_stats_get); hakmem only. */
+static inline const hak_class_stats_t *class_stats(size_t size) {
+  static hak_stats_t snapshot;
+  void (*get)(hak_stats_t *) = (void (*)(hak_stats_t *))hakmem_sym("hak_stats_get");
+  CHECK(get != NULL);
+  get(&snapshot);
+  for (unsigned i = 0; i < snapshot.nclasses; i++)
+    if (snapshot.classes[i].block_size >= size) return &snapshot.classes[i];
+  CHECK(!"no class holds the size");
+  return NULL;
+}
+
 /* The base address of the object (executable or shared library) defining
  * the symbol, or NULL. */
 static inline void *symbol_object(const char *name, const char **file) {

@@ -27,15 +27,7 @@ enum { SIZE = 40000, COUNT = 64 };
 
 static hak_stats_t stats;
 
-static const hak_class_stats_t *class_of(size_t size) {
-  hak_stats_get(&stats);
-  for (unsigned i = 0; i < stats.nclasses; i++)
-    if (stats.classes[i].block_size >= size) return &stats.classes[i];
-  CHECK(!"no class");
-  return NULL;
-}
-
-static size_t central_blocks(size_t size) { return class_of(size)->central_cached; }
+static size_t central_blocks(size_t size) { return class_stats(size)->central_cached; }
 
 /* The bytes of large blocks in the central caches, every class. */
 static size_t central_large_bytes(void) {
@@ -76,14 +68,14 @@ static void spares_serve_another_thread(void) {
   for (int i = 0; i < COUNT; i++) free(freed[i]);
   hak_thread_flush();
   size_t spares = central_blocks(SIZE);
-  unsigned long long made = class_of(SIZE)->slabs_made;
+  unsigned long long made = class_stats(SIZE)->slabs_made;
   printf("  64 blocks freed and the cache flushed: %zu spares\n", spares);
   CHECK_EQ(spares, (size_t)COUNT);
   CHECK(hak_heap_check() >= COUNT);  /* walks the spares, marked free, of their class */
   pthread_barrier_wait(&freed_all);
   CHECK(pthread_join(t, NULL) == 0);
   pthread_barrier_destroy(&freed_all);
-  unsigned long long made_after = class_of(SIZE)->slabs_made;
+  unsigned long long made_after = class_stats(SIZE)->slabs_made;
   printf("  a new thread's 64 mallocs got %zu of them, %llu slabs made\n", found, made_after - made);
   CHECK_EQ(found, (size_t)COUNT);
   CHECK_EQ(made_after, made);
@@ -152,7 +144,7 @@ static void spares_go_back_before_a_new_superslab(void) {
   for (int i = n - COUNT; i < n; i++) free(p[i]);
   hak_thread_flush();
   CHECK_EQ(central_blocks(SIZE), (size_t)COUNT);
-  CHECK_EQ(class_of(5000)->slabs, 0);
+  CHECK_EQ(class_stats(5000)->slabs, 0);
   char *q = malloc(5000);
   CHECK(q != NULL);
   bool where = false;  /* in a 64 KiB unit that held a spare (carving writes its page: no mincore) */

@@ -8,16 +8,6 @@
 
 enum { SIZE = 200, LISTS = 24 };  /* 208 B: a class no start-up allocation uses */
 
-static hak_stats_t stats;
-
-static const hak_class_stats_t *class_of(size_t size) {
-  hak_stats_get(&stats);
-  for (unsigned i = 0; i < stats.nclasses; i++)
-    if (stats.classes[i].block_size >= size) return &stats.classes[i];
-  CHECK(!"no class");
-  return NULL;
-}
-
 static void rebuilt_from_parked(void) {
   /* a thread's list of 208 B blocks holds 64 KiB / 208 of them at most */
   size_t count = LISTS * (64 * 1024 / 208 + 1);
@@ -30,7 +20,7 @@ static void rebuilt_from_parked(void) {
       memset(p[i], round, SIZE);
     }
     for (size_t i = 0; i < count; i++) free(p[i]);
-    const hak_class_stats_t *c = class_of(SIZE);
+    const hak_class_stats_t *c = class_stats(SIZE);
     printf("  round %d: %zu blocks freed, %llu slabs made, %llu refills from parked batches\n", round, count,
            c->slabs_made, c->parked_hits);
     if (round > 0) {
