@@ -45,20 +45,23 @@ void hk_size_classes_init(void) {
     ci->first = (uint16_t)(ci->units == 1 ? HK_UNIT_SIZE - ci->capacity * size : 0);
     /* Per class and thread: 16..512 blocks of up to 512 B (about 64 KiB),
      * about 128 KiB of 513 B..32 KiB blocks (64 B apart: with 64 KiB larson
-     * ran their lists dry far more often); where a purger thread gives memory
-     * back (balanced, lean), 64 KiB up to 1 KiB, so an idle program keeps
-     * fewer slabs resident (docs/DESIGN.md, Capacities).  Large blocks have
-     * none: their thread's budget bounds them (tcache.c: large_budget).  New
-     * threads' lists start at a quarter of `cap` (tcache.c: hk_tcache_init). */
+     * ran their lists dry far more often), 256 KiB above 8 KiB in the speed
+     * profile (4 blocks of 32 KiB ran dry every fourth malloc); where a purger
+     * thread gives memory back (balanced, lean), 64 KiB up to 1 KiB, so an
+     * idle program keeps fewer slabs resident (docs/DESIGN.md, Capacities).
+     * Large blocks have none: their thread's budget bounds them (tcache.c:
+     * large_budget).  New threads' lists start at a quarter of `cap`
+     * (tcache.c: hk_tcache_init). */
     size_t cap = (64 * 1024) / size;
     if (size <= 512 || (size <= 1024 && hk_opt.background_purge)) cap = hk_min(hk_max(cap, 16), 512);
-    else if (size <= HK_LARGE_MIN) cap = (128 * 1024) / size;
+    else if (size <= HK_LARGE_MIN) cap = (size > 8192 && !hk_opt.background_purge ? 256 : 128) * 1024 / size;
     else cap = 0;
     ci->cap = (int16_t)cap;
-    /* A refill brings half a cache, at most about 8 KiB of blocks (and of
-     * those at most a page of never-used ones: see slab_take). */
+    /* A refill brings half a cache, at most about 8 KiB of blocks, 32 KiB
+     * above 8 KiB (and of those at most a page of never-used ones: see
+     * slab_take). */
     size_t batch = hk_max(cap / 2, 1);
-    ci->batch = (uint16_t)hk_min(batch, hk_max((size_t)8192 / size, 2));
+    ci->batch = (uint16_t)hk_min(batch, hk_max((size_t)(size > 8192 ? 32768 : 8192) / size, 2));
     ci->prewarm = (uint16_t)prewarm_count(size);
   }
   for (unsigned c = 1, n = 0; n <= HK_TABLE_MAX; n++) {  /* size 0 is served as size 1 */
