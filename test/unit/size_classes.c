@@ -113,31 +113,33 @@ UNIT_TEST(slab_geometry) {
 }
 
 /* Per thread and class: 16..512 blocks (at most 64 KiB) up to 512 B, as
- * many as fit in 128 KiB up to HK_LARGE_MIN, no count for large classes.  A
- * refill moves at most half a cache and about 8 KiB (2 blocks at least). */
+ * many as fit in 128 KiB up to 8 KiB and in 256 KiB up to HK_LARGE_MIN, no
+ * count for large classes.  A refill moves at most half a cache and about
+ * 8 KiB, 32 KiB above 8 KiB (2 blocks at least). */
 UNIT_TEST(thread_cache_capacities_and_batches) {
   unsigned c;
   hk_size_classes_init();
   for (c = 1; c <= HK_NCLASS; c++) {
-    size_t size = info(c)->size, batch = info(c)->batch;
+    size_t size = info(c)->size, batch = info(c)->batch, room = size > 8192 ? 256 * 1024 : 128 * 1024;
     long cap = info(c)->cap;
     if (size <= 512)
       CHECK_MSG(cap >= 16 && cap <= 512 && (size_t)cap * size <= 64 * 1024,
                 "class %u (%zu B): cache of %ld blocks", c, size, cap);
     else if (size <= HK_LARGE_MIN)
-      CHECK_MSG(cap >= 4 && (size_t)cap * size <= 128 * 1024 && (size_t)(cap + 1) * size > 128 * 1024,
+      CHECK_MSG(cap >= 4 && (size_t)cap * size <= room && (size_t)(cap + 1) * size > room,
                 "class %u (%zu B): cache of %ld blocks", c, size, cap);
     else
       CHECK_MSG(cap == 0, "large class %u (%zu B): cache of %ld blocks", c, size, cap);
     CHECK_MSG(batch >= 1 && batch <= (cap > 1 ? (size_t)cap / 2 : 1),
               "class %u (%zu B): batch of %zu for a cache of %ld", c, size, batch, cap);
-    CHECK_MSG(batch * size <= 8192 || batch <= 2, "class %u (%zu B): batch of %zu blocks", c, size,
-              batch);
+    CHECK_MSG(batch * size <= (size > 8192 ? 32768 : 8192) || batch <= 2, "class %u (%zu B): batch of %zu blocks",
+              c, size, batch);
   }
 }
 
 /* Where a purger thread runs (the balanced and lean profiles) the lists of
- * 513 B-1 KiB blocks stay at about 64 KiB, as those below. */
+ * 513 B-1 KiB blocks stay at about 64 KiB, as those below, and those of
+ * 8-32 KiB at about 128 KiB. */
 UNIT_TEST(thread_caches_of_small_classes_with_a_purger) {
   unsigned c;
   hk_opt.background_purge = 1;
@@ -146,6 +148,11 @@ UNIT_TEST(thread_caches_of_small_classes_with_a_purger) {
     CHECK_MSG(info(c)->cap >= 16 && (size_t)info(c)->cap * info(c)->size <= 64 * 1024,
               "with a purger: class %u (%u B): cache of %d blocks", c, (unsigned)info(c)->size, (int)info(c)->cap);
   CHECK(c > 1);
+  /* and those of 8-32 KiB at about 128 KiB, not the speed profile's 256 */
+  for (c = 1; c <= HK_NCLASS; c++)
+    if (info(c)->size > 8192 && info(c)->size <= HK_LARGE_MIN)
+      CHECK_MSG((size_t)info(c)->cap * info(c)->size <= 128 * 1024,
+                "with a purger: class %u (%u B): cache of %d blocks", c, (unsigned)info(c)->size, (int)info(c)->cap);
   hk_opt.background_purge = 0;
   hk_size_classes_init();
 }
