@@ -36,10 +36,8 @@ HK_EXPORT void *hak_reallocarray(void *p, size_t count, size_t size) {
 
 HK_EXPORT int hak_posix_memalign(void **out, size_t alignment, size_t size) {
   if (alignment % sizeof(void *) != 0 || !hk_is_pow2(alignment)) return EINVAL;
-  int saved = errno;
   void *p = hk_aligned(alignment, size);
-  errno = saved;
-  if (!p) return ENOMEM;
+  if (!p) return ENOMEM;  /* errno ENOMEM as well, as glibc's; a success leaves it alone */
   *out = p;
   return 0;
 }
