@@ -64,16 +64,20 @@ static hk_front_t *fronts_take(void) {
   return f;
 }
 
-/* Adds n classes' counters to sum's. */
+/* Adds n classes' counters to sum's.  A live thread writes its own meanwhile,
+ * unlocked: each is read whole (their block is the pool's, never unmapped,
+ * so it needs no fault-safe copy as a cache in TLS does). */
 static void fronts_add(hk_front_t *sum, const hk_front_t *f, unsigned n) {
+#define HK_ADD(field) sum[i].field += __atomic_load_n(&f[i].field, __ATOMIC_RELAXED)
   for (unsigned i = 0; i < n; i++) {
-    sum[i].hits += f[i].hits;
-    sum[i].misses += f[i].misses;
-    sum[i].overflows += f[i].overflows;
-    sum[i].moved += f[i].moved;
-    sum[i].parked_hits += f[i].parked_hits;
-    sum[i].from_others += f[i].from_others;
+    HK_ADD(hits);
+    HK_ADD(misses);
+    HK_ADD(overflows);
+    HK_ADD(moved);
+    HK_ADD(parked_hits);
+    HK_ADD(from_others);
   }
+#undef HK_ADD
 }
 
 /* A block's counters added to `exited`, then the block back to the pool,
@@ -485,13 +489,6 @@ bool hk_thread_exit(hk_front_t *counters) {
   return true;
 }
 
-/* A thread's counters, copied as cache_copy is: their thread writes them
- * meanwhile, unlocked. */
-static fronts_t fronts_copy;
-static const hk_front_t *read_fronts(const hk_front_t *f) {
-  return f && hk_os_read(fronts_copy, f, sizeof fronts_copy) ? fronts_copy : NULL;
-}
-
 /* Blocks in the caches of live threads per class, and every thread's
  * counters, read unstopped: each figure was true at some moment. */
 void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
@@ -500,6 +497,7 @@ void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
   memcpy(front, exited, sizeof exited);
   *threads = (unsigned)registry_n;
   for (size_t i = 0; i < registry_n; i++) {
+    if (registry[i].front) fronts_add(front + 1, registry[i].front + 1, HK_NCLASS);
     const hk_tcache_t *tc = read_cache(registry[i].tc);
     if (!tc) continue;
     for (unsigned c = 1; c <= HK_NCLASS; c++) {
@@ -508,8 +506,6 @@ void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads) {
       int n = __atomic_load_n(&tc->cap[c], __ATOMIC_RELAXED) - __atomic_load_n(&tc->room[c], __ATOMIC_RELAXED);
       cached[c] += (size_t)hk_max(n, 0);
     }
-    const hk_front_t *f = read_fronts(registry[i].front);
-    if (f) fronts_add(front + 1, f + 1, HK_NCLASS);
   }
   hk_unlock(&registry_lock);
 }
