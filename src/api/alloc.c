@@ -98,13 +98,11 @@ static inline __attribute__((always_inline)) void *route_with(unsigned cls, size
 }
 
 /* The process's first call, or a refill with the heap profile on.  The
- * first call's class again: before the set-up, class_of had no class sizes
- * to check an alignment against. */
-static __attribute__((noinline, cold)) void *route_unusual(unsigned cls, size_t size, size_t alignment, bool zero) {
-  if (hk_unlikely(!atomic_load_explicit(&hk_ready, memory_order_acquire))) {
-    hk_process_init_slow();
-    cls = class_of(size, alignment);
-  }
+ * class again: before the set-up, this thread's or another's under way,
+ * class_of had no class sizes to check an alignment against. */
+static __attribute__((noinline, cold)) void *route_unusual(size_t size, size_t alignment, bool zero) {
+  if (hk_unlikely(!atomic_load_explicit(&hk_ready, memory_order_acquire))) hk_process_init_slow();
+  unsigned cls = class_of(size, alignment);
   return hk_prof_on ? route_with(cls, size, alignment, zero, true) : route_with(cls, size, alignment, zero, false);
 }
 
@@ -119,7 +117,7 @@ static inline __attribute__((always_inline)) void *route(size_t size, size_t ali
   void *p;
   if (cls && (p = hk_tcache_pop(cls))) return p;
   if (hk_unlikely(!atomic_load_explicit(&hk_route_plain, memory_order_acquire)))
-    return route_unusual(cls, size, alignment, zero);
+    return route_unusual(size, alignment, zero);
   return route_with(cls, size, alignment, zero, false);
 }
 
@@ -216,9 +214,19 @@ static __attribute__((noinline)) void *realloc_grow(void *p, size_t old_size, si
   return realloc_move(p, old_size, size);
 }
 
+/* A block that shrinks to less than half moves to a smaller class, or stays
+ * where it is if there is no memory for one: a shrink never fails, as glibc's. */
+static __attribute__((noinline)) void *realloc_shrink(void *p, size_t old_size, size_t size) {
+  int error = errno;
+  void *q = realloc_move(p, old_size, size);
+  if (q) return q;
+  errno = error;
+  return p;
+}
+
 static inline void *realloc_small(void *p, size_t old_size, size_t size) {
   if (size > old_size) return realloc_grow(p, old_size, size);
-  return size >= old_size / 2 || old_size <= 256 ? p : realloc_move(p, old_size, size);
+  return size >= old_size / 2 || old_size <= 256 ? p : realloc_shrink(p, old_size, size);
 }
 
 /* NULL, a huge block (resized where it is or remapped, and copied only
@@ -242,7 +250,7 @@ static __attribute__((noinline)) void *realloc_unusual(void *p, size_t size, uin
   if (size > HK_SMALL_MAX) q = hk_huge_resize(p, size, &old_size, &grown);
   else old_size = hk_huge_usable_size(p);
   if (old_size == 0) hk_misuse("realloc", p, cls);
-  if (!q) return realloc_move(p, old_size, size);
+  if (!q) return size < old_size ? realloc_shrink(p, old_size, size) : realloc_move(p, old_size, size);
   if (hk_unlikely(hk_prof_on) && q != p) hk_prof_moved(p, q);
   hk_note_out(grown);
   return q;
