@@ -511,7 +511,7 @@ void hk_huge_release_class(unsigned cls, void *chain) {
 }
 
 /* A jumbo region for `size` bytes: a cached one whose block is at most a
- * quarter too big (any offset it kept serves), else a new one, its block
+ * quarter too big whose block has the alignment, else a new one, its block
  * 2 MiB in (or at its alignment; one unit in where the address space is too
  * tight); *f (if asked) as place fills it.  Arena 0's lock held. */
 static void *jumbo_alloc(size_t size, size_t alignment, hk_fill_t *f) {
@@ -520,7 +520,8 @@ static void *jumbo_alloc(size_t size, size_t alignment, hk_fill_t *f) {
   if (offset == HK_GRANULE) {
     for (hk_region_t *r = jumbo_cache; r; r = r->next) {
       size_t cap = r->size - r->offset;
-      if (cap < size || cap - size > size / 4) continue;
+      /* a block a unit in (a tight address space's) may miss a larger alignment */
+      if (cap < size || cap - size > size / 4 || ((uintptr_t)r + r->offset) & (hk_max(alignment, 1) - 1)) continue;
       hk_list_remove(&jumbo_cache, r);
       jumbo_cached--;
       if (r->dirty[0] | r->dirty_old[0]) hk_resident_add(&arena_of(r)->resident, -(ptrdiff_t)cap);
