@@ -27,9 +27,9 @@ hk_fast_t hk_fast = {.map = &before_setup.unit0, .map_units = 1};
  * and a bit per 4 KiB of those: writable.  protect_lock covers changes. */
 static uint8_t *reserved;
 static size_t reserved_map_bytes;
-static uint16_t *users;    /* by page of the reservation; 4 096 units a page at most */
+static uint32_t *users;    /* by page of the reservation: up to 65 536 units on pages of 64 KiB */
 static bool all_writable;  /* the kernel refused a split: the whole map is writable */
-#define HK_MAP_WRITABLE_WORDS ((((size_t)1 << 32) / 4096 + ((size_t)1 << 32) / 2048 / 4096 + 2) / 64 + 1)
+#define HK_MAP_WRITABLE_WORDS ((((size_t)1 << 32) / 4096 + ((size_t)1 << 32) / 4096 * sizeof *users / 4096 + 2) / 64 + 1)
 static _Atomic uint64_t map_writable[HK_MAP_WRITABLE_WORDS];
 static pthread_mutex_t protect_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -151,7 +151,7 @@ void hk_class_map_init(const uint32_t *magic_words, const uint64_t *first_words)
     set_writable(0, hk_align_up(first, page) / 4096, true);
     reserved_map_bytes = bytes;
     reserved = map;
-    users = (uint16_t *)(map + counted);
+    users = (uint32_t *)(map + counted);
     /* under THP "always", each place written would cost a 2 MiB page */
     hk_os_advise_small(map, bytes);
     /* in the page before the map: hk_class_magic's words, hk_class_magic_first's before them */
@@ -183,14 +183,14 @@ static uintptr_t count_users(uintptr_t u, uintptr_t end, int sign) {
   for (uintptr_t next; u < end; u = next) {
     size_t i = page_of(&hk_fast.map[u], page);
     next = hk_min(end, (uintptr_t)((i + 1) * page - HK_PAGE_SIZE));  /* the first unit of page i + 1 */
-    uint16_t n = (uint16_t)(next - u);
+    uint32_t n = (uint32_t)(next - u);
     if (sign > 0) {
       if (!users[i] && !(page_make_writable(page_of(&users[i], page), page) && page_make_writable(i, page))) return u;
-      users[i] = (uint16_t)(users[i] + n);
+      users[i] += n;
       continue;
     }
     hk_assert(users[i] >= n, "class map: a page's count of units below 0");
-    users[i] = (uint16_t)(users[i] - n);
+    users[i] -= n;
     if (users[i] || i < kept) continue;
     hk_os_discard(reserved + i * page, page);
     if (!all_writable && hk_os_protect_as(reserved + i * page, page, PROT_READ)) set_writable(i * (page / 4096), page / 4096, false);
