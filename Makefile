@@ -57,7 +57,9 @@ LIB_REQUIRED_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden -fno-semantic-interp
                -Werror=implicit-function-declaration
 LIB_CFLAGS  := -Iinclude -Isrc $(VARIANT_DEF_$(VARIANT)) $(LIB_DEFAULT_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
                $(LIB_REQUIRED_CFLAGS) $(EXTRA_CFLAGS)
-LIB_LDFLAGS := -shared -Wl,-soname,$(SONAME) -Wl,-z,now $(LDFLAGS)
+# -z nodelete: a dlclose leaves the library loaded, since threads' exits
+# still run its destructor (a pthread key's) and its blocks outlive the call.
+LIB_LDFLAGS := -shared -Wl,-soname,$(SONAME) -Wl,-z,now -Wl,-z,nodelete $(LDFLAGS)
 
 LIB_SRCS     := $(wildcard src/*/*.c)
 OBJDIR       := $(BUILD)/obj-$(VARIANT)
