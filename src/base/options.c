@@ -38,7 +38,7 @@ const hk_option_t hk_option_table[] = {
      "lean mode: free memory above HAKMEM_SS_MEM_LEAN_TARGET_MB is given back at once; no prewarm"},
     {"HAKMEM_SS_MEM_LEAN_DECOMMIT", FIELD(decommit), HK_OPT_ENUM, SAME(HK_DECOMMIT_DONTNEED), 0, decommit_names,
      "how free memory is given back: DONTNEED (madvise MADV_DONTNEED), FREE (MADV_FREE: taken "
-     "when the kernel needs it) or OFF (never; pages stay resident)"},
+     "when the kernel needs it) or OFF (only by malloc_trim, and before failing for want of memory)"},
     {"HAKMEM_SS_MEM_LEAN_TARGET_MB", FIELD(lean_target_mb), HK_OPT_UINT, SAME(8), 1 << 20, NULL,
      "lean mode: most free memory (MiB) kept resident; up to 8 times more for a program that takes back at once "
      "what was given back"},

@@ -230,10 +230,10 @@ void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target) {
   return q;
 }
 
-/* Gives pages back as HAKMEM_SS_MEM_LEAN_DECOMMIT says (never OFF): DONTNEED
- * (zero when read again) or FREE (kept till the kernel needs memory). */
+/* Gives pages back as HAKMEM_SS_MEM_LEAN_DECOMMIT says: DONTNEED (zero when
+ * read again) or FREE (kept till the kernel needs memory); OFF comes here
+ * only from malloc_trim and the out-of-memory retry: DONTNEED. */
 bool hk_os_decommit(void *p, size_t size) {
-  hk_assert(hk_opt.decommit != HK_DECOMMIT_OFF, "decommit under HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF");
   atomic_fetch_add_explicit(&n_madvise, 1, memory_order_relaxed);
   return hk_keep_errno(madvise(p, size, hk_opt.decommit == HK_DECOMMIT_FREE ? MADV_FREE : MADV_DONTNEED)) == 0;
 }

@@ -52,7 +52,9 @@ void hk_region_unmap(void *p, size_t size) {
 size_t hk_region_purge(int mode, size_t want, size_t *of_huge) {
   size_t slabs = 0, huge = 0;
   bool pending = false, aged = mode == HK_PURGE_DUE || mode == HK_PURGE_ALL;
-  if (hk_opt.decommit == HK_DECOMMIT_OFF) return 0;  /* free memory stays, counted as resident */
+  /* OFF: free memory stays, counted as resident, but for malloc_trim and the
+   * out-of-memory retry, which give it all back (DONTNEED) */
+  if (hk_opt.decommit == HK_DECOMMIT_OFF && mode != HK_PURGE_ALL) return 0;
   for (int old = 1; old >= (mode != HK_PURGE_DIRTY); old--) {
     for (unsigned i = 0; i < HK_ARENAS && (aged || slabs + huge < want); i++) {
       hk_arena_t *a = &hk_arenas[i];

@@ -20,7 +20,7 @@ size_t hk_units_decommit(const hk_units_t *m, unsigned k, uint64_t bits) {
     rest &= ~hk_bits(b, n);
     bytes += hk_units_bytes(n);
   }
-  if (hk_opt.decommit == HK_DECOMMIT_DONTNEED) m->stale[k] &= ~cleared;
+  if (hk_opt.decommit != HK_DECOMMIT_FREE) m->stale[k] &= ~cleared;
   m->warm[k] &= ~bits;
   m->dirty[k] &= ~bits;
   m->dirty_old[k] &= ~bits;

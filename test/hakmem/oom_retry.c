@@ -4,7 +4,9 @@
  * the blocks parked in the central cache sent home, what is free given back,
  * and one more try, even where nothing goes back to the OS
  * (HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF).  So the same malloc after a
- * malloc_trim fails too.  Runs under RLIMIT_AS. */
+ * malloc_trim fails too.  And under OFF too, the mapping a freed block of
+ * hundreds of MiB keeps for reuse goes back for a block of another size
+ * that needs the room.  Runs under RLIMIT_AS. */
 #include <malloc.h>
 #include "hakmem.h"
 #include "testutil.h"
@@ -30,14 +32,35 @@ static int under_limit(void) {
   return 0;
 }
 
+/* 150 MiB freed (kept mapped, too small to serve 200 MiB), then 200 MiB:
+ * under 256 MiB of address space, only if the kept mapping goes. */
+static int kept_mapping_given_back(void) {
+  void *p = malloc((size_t)150 << 20);
+  CHECK(p != NULL);
+  memset(p, 1, 4096);
+  free(p);
+  void *q = malloc((size_t)200 << 20);
+  printf("  150 MiB freed, then 200 MiB: %p\n", q);
+  CHECK_MSG(q != NULL, "malloc(200 MiB) failed with 150 MiB free but kept mapped: errno %d", errno);
+  free(q);
+  return 0;
+}
+
+static void kept_mapping_goes_back_when_needed(void) {
+  CHECK(setenv("HAKMEM_SS_MEM_LEAN_DECOMMIT", "OFF", 1) == 0);
+  run_self_under_as_limit_arg(LIMIT, "kept", 60);
+}
+
 static void nothing_left_after_a_null(void) {
   CHECK(setenv("HAKMEM_SS_MEM_LEAN_DECOMMIT", "OFF", 1) == 0);
   run_self_under_as_limit(LIMIT, 60);
 }
 
 int main(int argc, char **argv) {
+  if (argc > 2 && strcmp(argv[1], UNDER_AS_LIMIT) == 0) return kept_mapping_given_back();
   if (argc > 1 && strcmp(argv[1], UNDER_AS_LIMIT) == 0) return under_limit();
   test_init();
   RUN(nothing_left_after_a_null);
+  RUN(kept_mapping_goes_back_when_needed);
   return 0;
 }
