@@ -29,14 +29,18 @@ static void account_mapped(size_t size) {
   }
 }
 
-static void *map_prot(void *hint, size_t size, int prot, int extra_flags) {
+/* errno stays as it was; *error (if asked) gets the call's, 0 on success. */
+static void *map_prot(void *hint, size_t size, int prot, int extra_flags, int *error) {
   atomic_fetch_add_explicit(&n_mmap, 1, memory_order_relaxed);
-  void *p = hk_keep_errno(mmap(hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0));
+  int saved = errno;
+  void *p = mmap(hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
+  if (error) *error = p == MAP_FAILED ? errno : 0;
+  errno = saved;
   return p == MAP_FAILED ? NULL : p;
 }
 
 static void *map_at(void *hint, size_t size, int extra_flags) {
-  return map_prot(hint, size, PROT_READ | PROT_WRITE, extra_flags);
+  return map_prot(hint, size, PROT_READ | PROT_WRITE, extra_flags, NULL);
 }
 
 static void unmap_raw(void *p, size_t size) {
@@ -48,9 +52,13 @@ static uintptr_t ceiling = UINTPTR_MAX;  /* mappings must end below it (the clas
 
 void hk_os_set_ceiling(uintptr_t c) { ceiling = c; }
 
-/* Tries a mapping exactly at `at`; NULL if anything is there. */
-static uint8_t *map_exactly(uintptr_t at, size_t size) {
-  uint8_t *p = map_at((void *)at, size, MAP_FIXED_NOREPLACE);
+/* Tries a mapping exactly at `at`; NULL if anything is there, or if the
+ * kernel refused it for want of memory (*no_room, if asked: an address-space
+ * limit, or too many mappings, which no other place would escape). */
+static uint8_t *map_exactly(uintptr_t at, size_t size, bool *no_room) {
+  int error;
+  uint8_t *p = map_prot((void *)at, size, PROT_READ | PROT_WRITE, MAP_FIXED_NOREPLACE, &error);
+  if (no_room) *no_room = error == ENOMEM;
   if (p && (uintptr_t)p != at) {  /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
     unmap_raw(p, size);
     p = NULL;
@@ -60,13 +68,15 @@ static uint8_t *map_exactly(uintptr_t at, size_t size) {
 
 /* A mapping of `size` bytes at an aligned place at or below `top` (p +
  * offset a multiple of `alignment`), trying places `step` apart going down;
- * NULL if none of the first 4 096 is free. */
+ * NULL if none of the first 4 096 is free, or at once if the kernel has no
+ * room for it anywhere. */
 static uint8_t *map_below(uintptr_t top, size_t size, size_t alignment, size_t offset, size_t step) {
   if (top < size + alignment) return NULL;
   uint8_t *p = NULL;
+  bool no_room = false;
   for (uintptr_t at = (top - size + offset) / alignment * alignment - offset, tries = 0;
-       !p && at >= alignment && tries < 4096; at = at >= step ? at - step : 0, tries++)
-    p = map_exactly(at, size);
+       !p && !no_room && at >= alignment && tries < 4096; at = at >= step ? at - step : 0, tries++)
+    p = map_exactly(at, size, &no_room);
   return p;
 }
 
@@ -89,7 +99,7 @@ void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
   uintptr_t hint = atomic_load_explicit(&next_aligned_hint, memory_order_relaxed);
   uintptr_t step = hk_align_up(size, alignment);
   uint8_t *p = NULL;
-  if (hint >= step) p = map_exactly((hint - step + offset) / alignment * alignment - offset, size);
+  if (hint >= step) p = map_exactly((hint - step + offset) / alignment * alignment - offset, size, NULL);
   size_t over = size + alignment - HK_PAGE_SIZE;
   if (over < size) return NULL;
   uint8_t *raw = p ? NULL : map_at(NULL, over, 0);
@@ -203,7 +213,7 @@ static bool space_give(void *p, size_t size) {
   if (hk_os_discard(p, size)) {
     hk_os_protect_as(p, size, PROT_NONE);
   } else {
-    if (map_prot(p, size, PROT_NONE, MAP_FIXED | MAP_NORESERVE) != p) return true;
+    if (map_prot(p, size, PROT_NONE, MAP_FIXED | MAP_NORESERVE, NULL) != p) return true;
     if (k == 0) atomic_fetch_or_explicit(&space_remapped, 1ull << ((off - pools[k].offset) / size), memory_order_relaxed);
   }
   atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
@@ -343,7 +353,7 @@ unsigned hk_os_cpus(void) {
 }
 
 void *hk_os_reserve(size_t size) {
-  return map_prot(NULL, size, PROT_NONE, MAP_NORESERVE);
+  return map_prot(NULL, size, PROT_NONE, MAP_NORESERVE, NULL);
 }
 
 bool hk_os_protect_as(void *p, size_t size, int prot) { return hk_keep_errno(mprotect(p, size, prot)) == 0; }

@@ -6,7 +6,9 @@
  * (HAKMEM_SS_MEM_LEAN_DECOMMIT=OFF).  So the same malloc after a
  * malloc_trim fails too.  And under OFF too, the mapping a freed block of
  * hundreds of MiB keeps for reuse goes back for a block of another size
- * that needs the room.  Runs under RLIMIT_AS. */
+ * that needs the room.  A malloc that fails under the limit does not try
+ * thousands of places for a mapping the kernel refuses anywhere.  Runs under
+ * RLIMIT_AS. */
 #include <malloc.h>
 #include "hakmem.h"
 #include "testutil.h"
@@ -25,10 +27,17 @@ static int under_limit(void) {
   while (malloc(60000)) n++;  /* kept: the address space runs out */
   int error = errno;
   malloc_trim(0);
+  hak_os_stats_t a, b;
+  hak_os_stats(&a);
   void *again = malloc(60000);
-  printf("  %zu blocks of 60000 B, then NULL; the same malloc after malloc_trim: %p\n", n, again);
+  hak_os_stats(&b);
+  printf("  %zu blocks of 60000 B, then NULL; the same malloc after malloc_trim: %p, %llu mmap calls\n", n, again,
+         b.mmap_calls - a.mmap_calls);
   CHECK_EQ(error, ENOMEM);
   CHECK_MSG(again == NULL, "malloc(60000) failed, then succeeded after malloc_trim");
+  /* the kernel's ENOMEM ends the search for a place: no other would do */
+  CHECK_MSG(b.mmap_calls - a.mmap_calls < 1000, "a malloc that fails made %llu mmap calls",
+            b.mmap_calls - a.mmap_calls);
   return 0;
 }
 
