@@ -492,16 +492,16 @@ hk_prof_freed_t hk_prof_forget(void *p) {
 
 /* ---- the profile's text ------------------------------------------------------- */
 typedef struct out {
-  int fd;
+  int fd, error;  /* the first write's that failed, or 0 */
   size_t n;
   char buf[4096];
 } out_t;
 
 static void out_flush(out_t *o) {
-  for (size_t done = 0; done < o->n;) {
+  for (size_t done = 0; done < o->n && !o->error;) {
     ssize_t w = write(o->fd, o->buf + done, o->n - done);
-    if (w <= 0) break;
-    done += (size_t)w;
+    if (w > 0) done += (size_t)w;
+    else if (w == 0 || errno != EINTR) o->error = w ? errno : EIO;
   }
   o->n = 0;
 }
@@ -579,14 +579,20 @@ HK_EXPORT int hak_prof_dump(const char *path) {
     errno = ENOENT;  /* no samples to write: profiling is off */
     return -1;
   }
-  out_t o;
-  o.n = 0;
-  o.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (o.fd < 0) return -1;
-  lock_shards();
-  write_profile(&o);
-  unlock_shards();
-  return close(o.fd);
+  /* not cancelled at a write with every shard's lock held */
+  int cancel;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+  out_t o = {.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  int done = -1;
+  if (o.fd >= 0) {
+    lock_shards();
+    write_profile(&o);
+    unlock_shards();
+    done = close(o.fd);
+    if (o.error) errno = o.error, done = -1;  /* the profile is cut short */
+  }
+  pthread_setcancelstate(cancel, NULL);
+  return done;
 }
 
 static pid_t prof_pid;  /* the process that read HAKMEM_PROF */
@@ -597,9 +603,11 @@ static pid_t prof_pid;  /* the process that read HAKMEM_PROF */
 static void dump_to(unsigned n) {
   char path[4096], pid[24] = "";
   if (getpid() != prof_pid) snprintf(pid, sizeof pid, ".%d", (int)getpid());
-  if (n) snprintf(path, sizeof path, "%s%s.%u.heap", (const char *)hk_opt.prof, pid, n);
-  else snprintf(path, sizeof path, "%s%s", (const char *)hk_opt.prof, pid);
-  hak_prof_dump(path);
+  int len = n ? snprintf(path, sizeof path, "%s%s.%u.heap", (const char *)hk_opt.prof, pid, n)
+              : snprintf(path, sizeof path, "%s%s", (const char *)hk_opt.prof, pid);
+  if (len < 0 || (size_t)len >= sizeof path || hak_prof_dump(path) != 0)
+    hk_message("hakmem: heap profile not written to %.200s%s: %s\n", (const char *)hk_opt.prof, pid,
+               len < 0 || (size_t)len >= sizeof path ? "path too long" : strerror(errno));
 }
 
 /* HAKMEM_PROF_INTERVAL_MB: the live heap grew by the interval since the
@@ -637,10 +645,16 @@ void hk_prof_init(void) {
   hk_prof_on = true;
 }
 
-/* The leak report: the stacks of the sampled blocks still live, most bytes first. */
+/* The leak report: the stacks of the sampled blocks still live, most bytes
+ * first, copied under the shards' locks and named after them (dladdr takes
+ * the loader's lock, which a thread in dlopen may hold while it waits for a
+ * shard's). */
 static void report_leaks(void) {
+  static stack_t top[LEAKS_SHOWN];
+  unsigned n = 0;
   double shown = 1e300;
-  for (unsigned k = 0; k < LEAKS_SHOWN; k++) {
+  lock_shards();
+  for (; n < LEAKS_SHOWN; n++) {
     const stack_t *best = NULL;  /* the largest below the last one shown */
     for (unsigned i = 0; i < STACKS; i++) {
       const stack_t *s = &stacks[i];
@@ -649,6 +663,11 @@ static void report_leaks(void) {
     }
     if (!best) break;
     shown = best->live_bytes;
+    top[n] = *best;
+  }
+  unlock_shards();
+  for (unsigned k = 0; k < n; k++) {
+    const stack_t *best = &top[k];
     hk_message("hakmem: leak: about %.0f bytes in %.0f blocks not freed, allocated at:\n", best->live_bytes,
                best->live_objs < 1 ? 1 : best->live_objs);
     for (unsigned f = 0; f < best->depth; f++) {
@@ -664,7 +683,7 @@ static void report_leaks(void) {
         hk_message("hakmem:   %p\n", best->pc[f]);
     }
   }
-  if (shown < 1e300)
+  if (n)
     hk_message("hakmem: leak: frames without a name: write the profile (HAKMEM_PROF=FILE) and read it with "
                "google-pprof --text PROGRAM FILE\n");
 }
@@ -672,11 +691,7 @@ static void report_leaks(void) {
 void hk_prof_at_exit(void) {
   if (!hk_prof_on) return;
   if (hk_opt.prof) dump_to(0);
-  if (hk_opt.prof_leaks) {
-    lock_shards();
-    report_leaks();
-    unlock_shards();
-  }
+  if (hk_opt.prof_leaks) report_leaks();
 }
 
 /* Every lock of the profile's: none is taken within another.  The

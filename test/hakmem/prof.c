@@ -49,6 +49,10 @@ static void accuracy(void) {
     }
   }
   CHECK(hak_prof_dump(dump) == 0);
+  /* a profile that cannot be written whole says so */
+  errno = 0;
+  CHECK(hak_prof_dump("/dev/full") == -1);
+  CHECK_ERRNO(ENOSPC);
   char exe[4096], cmd[8400], line[512];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   CHECK(n > 0);
