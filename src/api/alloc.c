@@ -201,27 +201,28 @@ static void *realloc_move(void *p, size_t old_size, size_t size) {
   return q;
 }
 
+/* realloc_move, errno as it was if it fails: a fallback follows. */
+static void *realloc_try(void *p, size_t old_size, size_t size) {
+  int error = errno;
+  void *q = realloc_move(p, old_size, size);
+  if (!q) errno = error;
+  return q;
+}
+
 /* A block that must move to grow takes a quarter more than it had, at
  * least: a string or an array grown a few bytes at a time is then copied
  * once per quarter of its size, not at every class (eight to a doubling).
  * Refused that (an address-space limit), it takes the size asked. */
 static __attribute__((noinline)) void *realloc_grow(void *p, size_t old_size, size_t size) {
-  if (size >= old_size + old_size / 4) return realloc_move(p, old_size, size);
-  int error = errno;
-  void *q = realloc_move(p, old_size, old_size + old_size / 4);
-  if (q) return q;
-  errno = error;
-  return realloc_move(p, old_size, size);
+  void *q = size < old_size + old_size / 4 ? realloc_try(p, old_size, old_size + old_size / 4) : NULL;
+  return q ? q : realloc_move(p, old_size, size);
 }
 
 /* A block that shrinks to less than half moves to a smaller class, or stays
  * where it is if there is no memory for one: a shrink never fails, as glibc's. */
 static __attribute__((noinline)) void *realloc_shrink(void *p, size_t old_size, size_t size) {
-  int error = errno;
-  void *q = realloc_move(p, old_size, size);
-  if (q) return q;
-  errno = error;
-  return p;
+  void *q = realloc_try(p, old_size, size);
+  return q ? q : p;
 }
 
 static inline void *realloc_small(void *p, size_t old_size, size_t size) {

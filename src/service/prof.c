@@ -605,9 +605,10 @@ static void dump_to(unsigned n) {
   if (getpid() != prof_pid) snprintf(pid, sizeof pid, ".%d", (int)getpid());
   int len = n ? snprintf(path, sizeof path, "%s%s.%u.heap", (const char *)hk_opt.prof, pid, n)
               : snprintf(path, sizeof path, "%s%s", (const char *)hk_opt.prof, pid);
-  if (len < 0 || (size_t)len >= sizeof path || hak_prof_dump(path) != 0)
+  bool fits = len >= 0 && (size_t)len < sizeof path;
+  if (!fits || hak_prof_dump(path) != 0)
     hk_message("hakmem: heap profile not written to %.200s%s: %s\n", (const char *)hk_opt.prof, pid,
-               len < 0 || (size_t)len >= sizeof path ? "path too long" : strerror(errno));
+               fits ? strerror(errno) : "path too long");
 }
 
 /* HAKMEM_PROF_INTERVAL_MB: the live heap grew by the interval since the
