@@ -50,7 +50,8 @@ size_t hak_malloc_usable_size(const void *p);
 /* Writes the sampled heap profile to `path` in the legacy heap-profile text
  * that pprof reads (google-pprof --text PROGRAM FILE).  0, or -1 with errno:
  * ENOENT if sampling is off (HAKMEM_PROF, HAKMEM_PROF_LEAKS or
- * HAKMEM_PROF_SAMPLE turn it on), else open's. */
+ * HAKMEM_PROF_SAMPLE turn it on), else that of the open, write or close
+ * that failed. */
 int hak_prof_dump(const char *path);
 
 /* Hands the calling thread's cached free blocks back to the shared pool. The

@@ -49,7 +49,7 @@ static size_t refilled(unsigned cls, size_t size) {
  * is sampled in its place (p goes back to the thread's list, where the
  * refill left it). */
 static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size_t alignment, bool zero,
-                                                     unsigned crossings, size_t huge_usable) {
+                                                     uint64_t crossings, size_t huge_usable) {
   if (!cls) return hk_prof_sample(p, huge_usable, 0, crossings), p;
   size_t usable = hk_classes[cls].size - HK_CANARY;
   if (hk_class_is_large(cls)) {
@@ -93,7 +93,7 @@ static inline __attribute__((always_inline)) void *route_with(unsigned cls, size
     errno = p ? error : ENOMEM;
   }
   hk_purge_poll();
-  unsigned crossings = prof && p ? hk_prof_count(refilled(cls, size)) : 0;
+  uint64_t crossings = prof && p ? hk_prof_count(refilled(cls, size)) : 0;
   return hk_unlikely(crossings) ? sampled(p, cls, alignment, zero, crossings, usable) : p;
 }
 
@@ -232,27 +232,34 @@ static inline void *realloc_small(void *p, size_t old_size, size_t size) {
 
 /* NULL, a huge block (resized where it is or remapped, and copied only
  * when neither can be done: out of its shared region, or a mapping the
- * program split: mlock, mprotect, madvise on part), or a size of 0 or an
- * invalid pointer; cls is p's class map entry. */
+ * program split: mlock, mprotect, madvise on part), a size of 0 (for a
+ * class's block, once hk_realloc has checked it), or an invalid pointer;
+ * cls is p's class map entry. */
 static __attribute__((noinline)) void *realloc_unusual(void *p, size_t size, uintptr_t cls) {
   if (!p) return hk_malloc_fast(size);
+  if (cls != HK_MAP_HUGE && cls - 1 >= HK_NCLASS) hk_misuse("realloc", p, cls);
+  bool freed = false;
+  /* a stand-in: kept as the block it stands for */
+  size_t stand_in = cls == HK_MAP_HUGE && hk_prof_on ? hk_prof_stand_in(p, &freed) : 0;
+  if (freed) hk_misuse("realloc", p, cls);
   if (size == 0) {
     hk_free_fast(p);
     return NULL;
   }
-  if (cls != HK_MAP_HUGE) hk_misuse("realloc", p, cls);
-  bool freed = false;
-  size_t stand_in = hk_prof_on ? hk_prof_stand_in(p, &freed) : 0;  /* kept as the block it stands for */
-  if (freed) hk_misuse("realloc", p, cls);
   if (stand_in) return realloc_small(p, stand_in, size);
   size_t old_size;
   ptrdiff_t grown;
   void *q = NULL;
-  if (size > HK_SMALL_MAX) q = hk_huge_resize(p, size, &old_size, &grown);
-  else old_size = hk_huge_usable_size(p);
+  if (size > HK_SMALL_MAX) {
+    hk_prof_lifted_t lifted;
+    bool sampled = hk_prof_on && hk_prof_lift(p, &lifted);
+    q = hk_huge_resize(p, size, &old_size, &grown);
+    if (sampled) hk_prof_land(q ? q : p, &lifted);
+  } else {
+    old_size = hk_huge_usable_size(p);
+  }
   if (old_size == 0) hk_misuse("realloc", p, cls);
   if (!q) return size < old_size ? realloc_shrink(p, old_size, size) : realloc_move(p, old_size, size);
-  if (hk_unlikely(hk_prof_on) && q != p) hk_prof_moved(p, q);
   hk_note_out(grown);
   return q;
 }
@@ -262,11 +269,11 @@ static __attribute__((noinline)) void *realloc_unusual(void *p, size_t size, uin
  * array that grows, here without a call or a frame (NULL's entry is 0). */
 void *hk_realloc(void *p, size_t size) {
   uintptr_t cls = class_in(hk_map_covers(p) ? hk_map_get(p) : 0);
-  if (hk_unlikely(cls - 1 >= HK_NCLASS || !size)) return realloc_unusual(p, size, cls);
+  if (hk_unlikely(cls - 1 >= HK_NCLASS)) return realloc_unusual(p, size, cls);
   if (!hk_on_boundary(p, cls) || hk_is_free(p) || hk_is_home(p) || hk_is_spare(p) ||
       (HAK_HARDENED && *hk_canary_at(p, cls) != hk_canary(p)))
     hk_misuse("realloc", p, cls);
-  return realloc_small(p, hk_classes[cls].size - HK_CANARY, size);
+  return hk_likely(size) ? realloc_small(p, hk_classes[cls].size - HK_CANARY, size) : realloc_unusual(p, 0, cls);
 }
 
 /* A call given a pointer it cannot take: says which kind of misuse in one

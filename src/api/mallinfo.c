@@ -67,6 +67,7 @@ HK_EXPORT struct mallinfo mallinfo(void) {
                            HK_INT(m.keepcost)};
 #undef HK_INT
 }
+struct mallinfo __libc_mallinfo(void) __attribute__((alias("mallinfo"), visibility("default")));
 
 /* glibc's format: one arena, hakmem's heap but huge blocks (mmapped chunks). */
 HK_EXPORT void malloc_stats(void) {
@@ -135,5 +136,6 @@ HK_EXPORT int mallopt(int param, int value) {
       return 1;
   }
 }
+int __libc_mallopt(int param, int value) __attribute__((alias("mallopt"), visibility("default")));
 
 #endif

@@ -69,10 +69,11 @@ typedef struct stack {
 
 typedef struct record {
   uintptr_t p;                /* 0: a free slot */
-  uint32_t stack, crossings;
+  uint64_t crossings;
   size_t size;                /* usable bytes, for the weights */
-  uint32_t stand_in;          /* a huge block standing for a class's block: its usable size; else 0 */
-  bool kept;                  /* a stand-in freed, kept for a later sample: not live */
+  uint32_t stack;
+  uint32_t stand_in : 31;     /* a huge block standing for a class's block: its usable size; else 0 */
+  uint32_t kept : 1;          /* a stand-in freed, kept for a later sample: not live */
 } record_t;
 
 bool hk_prof_on;
@@ -183,17 +184,25 @@ static double uniform(void) {
 /* The bytes to the thread's next sample: exponentially distributed, mean the period. */
 static int64_t interval(void) { return (int64_t)(-ln(uniform()) * period) + 1; }
 
-/* Poisson-distributed, of mean lambda (at most 700): the inverse of its
- * distribution function at one uniform draw. */
-static unsigned poisson(double lambda) {
-  double u = uniform(), p = exp_neg(lambda), f = p;
-  unsigned k = 0;
+/* Poisson-distributed, of mean lambda: the inverse of its distribution
+ * function at one uniform draw up to 500; above, the normal law of the
+ * same mean and variance (its skew is under 5 %), from twelve uniform
+ * draws. */
+static uint64_t poisson(double lambda) {
+  double u = uniform();
+  if (lambda > 500) {
+    for (int i = 0; i < 11; i++) u += uniform();
+    double x = lambda + (u - 6) / exp_neg(ln(lambda) / 2) + 0.5;  /* sqrt(lambda) = 1 / e^-(ln(lambda) / 2) */
+    return (uint64_t)x;
+  }
+  double p = exp_neg(lambda), f = p;
+  uint64_t k = 0;
   while (u > f && p > 0) p *= lambda / ++k, f += p;
   return k;
 }
 
 /* ---- sampling --------------------------------------------------------------- */
-unsigned hk_prof_crossed(size_t bytes) {
+uint64_t hk_prof_crossed(size_t bytes) {
   if (in_prof) {  /* the profile's own calls (backtrace's) are never sampled */
     hk_prof_countdown += (int64_t)bytes;
     return 0;
@@ -209,8 +218,8 @@ unsigned hk_prof_crossed(size_t bytes) {
    * (the process has no memory).  An interval per crossing costs less only
    * for a count a period or two past it. */
   double past = (double)-hk_prof_countdown / period;
-  if (past < 2 || past > 500) {
-    unsigned crossings = 0;
+  if (past < 2) {
+    uint64_t crossings = 0;
     while (hk_prof_countdown <= 0) hk_prof_countdown += interval(), crossings++;
     return crossings;
   }
@@ -333,7 +342,7 @@ static void record_remove(shard_t *sh, record_t *r) {
 
 /* Adds (sign 1) or takes away (-1) r's estimate to its stack's; under r's shard lock. */
 static void weigh(stack_t *s, const record_t *r, double sign) {
-  double bytes = r->crossings * period, objs = bytes / (double)hk_max(r->size, 1);
+  double bytes = (double)r->crossings * period, objs = bytes / (double)hk_max(r->size, 1);
   spin_take(&s->busy);  /* a stack's counters: its samples come from any shard */
   s->live_objs += sign * objs, s->live_bytes += sign * bytes;
   if (sign > 0) s->all_objs += objs, s->all_bytes += bytes;
@@ -398,7 +407,7 @@ static shard_t *kept_take(unsigned cls, void **p) {
 
 /* The stack is taken before any lock; a stand-in reused is taken once it
  * is known, so that it needs no putting back (its record, kept, is found). */
-void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) {
+void *hk_prof_sample(void *p, size_t size, size_t stand_in, uint64_t crossings) {
   void *pc[DEPTH + SKIP];
   unsigned cls = stand_in ? hk_size_to_class(stand_in + HK_CANARY) : 0;
   bool reused = !p;
@@ -421,7 +430,7 @@ void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings) 
   record_t *r = record_add(sh, (uintptr_t)p);  /* a kept stand-in's own */
   if (r) {
     if (!reused) count_record((uintptr_t)p, 1);
-    *r = (record_t){(uintptr_t)p, (uint32_t)(s - stacks), crossings, size, (uint32_t)stand_in, false};
+    *r = (record_t){(uintptr_t)p, crossings, size, (uint32_t)(s - stacks), (uint32_t)stand_in, false};
     weigh(s, r, 1);
   }
   shard_unlock(sh);
@@ -443,24 +452,34 @@ size_t hk_prof_stand_in(const void *p, bool *freed) {
   return usable;
 }
 
-/* The record goes from one shard to the other, a lock at a time: the block
- * is the caller's, whose realloc has not returned it yet. */
-void hk_prof_moved(const void *from, void *to) {
-  if (!maybe_recorded(from)) return;
-  shard_t *sh = shard_of(from);
+/* A huge block's record, out of the records while realloc moves the block:
+ * the kernel may map another block at its old address as soon as mremap
+ * returns, whose sample would find the old record there. */
+_Static_assert(sizeof(record_t) <= sizeof(hk_prof_lifted_t), "hk_prof_lifted_t holds a record");
+bool hk_prof_lift(const void *p, hk_prof_lifted_t *lifted) {
+  if (!maybe_recorded(p)) return false;
+  shard_t *sh = shard_of(p);
   shard_lock(sh);
-  record_t *r = record_at(sh, (uintptr_t)from), moved = *r;
-  if (r->p) {
+  record_t *r = record_at(sh, (uintptr_t)p);
+  bool found = r->p;
+  if (found) {
+    memcpy(lifted, r, sizeof *r);
     record_remove(sh, r);
-    count_record((uintptr_t)from, -1);
+    count_record((uintptr_t)p, -1);
   }
   shard_unlock(sh);
-  if (!moved.p) return;
-  moved.p = (uintptr_t)to;
-  sh = shard_of(to);
+  return found;
+}
+
+void hk_prof_land(void *p, const hk_prof_lifted_t *lifted) {
+  record_t moved;
+  memcpy(&moved, lifted, sizeof moved);
+  moved.p = (uintptr_t)p;
+  shard_t *sh = shard_of(p);
   shard_lock(sh);
-  if ((r = record_add(sh, moved.p))) *r = moved, count_record(moved.p, 1);
-  else weigh(&stacks[moved.stack], &moved, -1);
+  record_t *r = record_add(sh, moved.p);
+  if (r) *r = moved, count_record(moved.p, 1);
+  else weigh(&stacks[moved.stack], &moved, -1);  /* no room: the sample is forgotten */
   shard_unlock(sh);
 }
 

@@ -38,8 +38,8 @@ HK_HIDDEN void hk_prof_init(void);
 /* Bytes handed out by a refill: the samples they cross (the thread's
  * countdown to its next sample, drawn anew at each). */
 extern __thread int64_t hk_prof_countdown __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
-HK_HIDDEN unsigned hk_prof_crossed(size_t bytes);
-static inline unsigned hk_prof_count(size_t bytes) {
+HK_HIDDEN uint64_t hk_prof_crossed(size_t bytes);
+static inline uint64_t hk_prof_count(size_t bytes) {
   hk_prof_countdown -= (int64_t)bytes;  /* below 2^48 */
   return hk_likely(hk_prof_countdown > 0) ? 0 : hk_prof_crossed(bytes);
 }
@@ -47,9 +47,11 @@ static inline unsigned hk_prof_count(size_t bytes) {
  * weight; stand_in: the usable size of the class's block a huge block
  * stands for, else 0.  p NULL: a stand-in kept from a free, if one is.
  * Returns the block recorded; NULL if none is or the tables are full. */
-HK_HIDDEN void *hk_prof_sample(void *p, size_t size, size_t stand_in, unsigned crossings);
+HK_HIDDEN void *hk_prof_sample(void *p, size_t size, size_t stand_in, uint64_t crossings);
 HK_HIDDEN size_t hk_prof_stand_in(const void *p, bool *freed);  /* p's stand_in (kept if *freed); 0 if none */
-HK_HIDDEN void hk_prof_moved(const void *from, void *to);  /* a huge block moved by realloc */
+typedef struct { uint64_t word[4]; } hk_prof_lifted_t;    /* a sampled block's record, out while realloc moves it */
+HK_HIDDEN bool hk_prof_lift(const void *p, hk_prof_lifted_t *lifted);  /* false: p is not sampled */
+HK_HIDDEN void hk_prof_land(void *p, const hk_prof_lifted_t *lifted);  /* the lifted record, now p's */
 typedef enum { HK_PROF_UNSAMPLED, HK_PROF_FORGOTTEN, HK_PROF_KEPT, HK_PROF_FREED_TWICE } hk_prof_freed_t;
 HK_HIDDEN hk_prof_freed_t hk_prof_forget(void *p);  /* p is freed: what its record said, and became */
 HK_HIDDEN void hk_prof_at_exit(void);

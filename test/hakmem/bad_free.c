@@ -267,6 +267,16 @@ static void realloc_freed(void) {
   realloc_opaque(p, 200);
 }
 
+/* realloc(p, 0) frees p: the same checks first */
+static void realloc_freed_to_0(void) {
+  char *p = xmalloc(64), *q = xmalloc(64);
+  free_opaque(p);
+  free_opaque(q);
+  realloc_opaque(p, 0);
+}
+
+static void realloc_foreign_to_0(void) { realloc_opaque(static_array + 64, 0); }
+
 /* back in its slab (a flush, then malloc_trim sends parked blocks home),
  * which another block keeps in use */
 static void realloc_freed_home(void) {
@@ -347,6 +357,8 @@ static const misuse_t cases[] = {
     {"realloc of a freed block back in its slab", realloc_freed_home, "hakmem: realloc of 0x…, a block already freed", NULL},
     {"realloc(256-byte block + 32)", realloc_interior, "hakmem: realloc of 0x", NULL},
     {"realloc(static array)", realloc_foreign, "hakmem: realloc of invalid pointer 0x", NULL},
+    {"realloc(p, 0) of a freed block", realloc_freed_to_0, "hakmem: realloc of 0x…, a block already freed", NULL},
+    {"realloc(static array, 0)", realloc_foreign_to_0, "hakmem: realloc of invalid pointer 0x", NULL},
     {"realloc of a freed 8 MiB block", realloc_huge_freed, "hakmem: realloc of 0x…, a block already freed", NULL},
     {"hak_heap_check after a write to a freed block", heap_check_after_write_to_freed, "hakmem: heap check: ",
      "hakmem: corrupted free list at 0x"},

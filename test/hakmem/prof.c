@@ -11,7 +11,9 @@
  * blocks its neighbour took, leave the one site that keeps its blocks in
  * the leak report, at its bytes within a quarter, and no other site; and with every allocation
  * sampled, blocks as without sampling (usable sizes, alignment, realloc
- * keeping the contents) and a double free still caught. */
+ * keeping the contents), a double free still caught, and a block of 5 GiB
+ * (5 GiB sampling periods of one byte), grown by realloc, reported at its
+ * size. */
 #include "testutil.h"
 
 #include <malloc.h>
@@ -175,6 +177,19 @@ static void freed_twice(size_t size, bool realloc_it) {
   CHECK(a != b);
 }
 
+/* A block of more periods than a 32-bit count holds, kept: grown, it keeps its record. */
+#define GIANT ((size_t)5 << 30)
+void giant_site(void);
+__attribute__((noinline)) void giant_site(void) {
+  void *p = malloc(GIANT);
+  if (!p) {
+    fprintf(stderr, "no 5 GiB of address space\n");
+    return;
+  }
+  blocks[nblocks++] = realloc(p, GIANT + (1 << 20));
+  CHECK(blocks[nblocks - 1] != NULL);
+}
+
 /* A forked child's profile at its exit goes beside its parent's, named by its pid. */
 static void forked(void) {
   pid_t pid = fork();
@@ -216,6 +231,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "realloc_freed")) freed_twice(100, true);
     if (!strcmp(argv[1], "forked")) forked();
     if (!strcmp(argv[1], "threads")) threads();
+    if (!strcmp(argv[1], "giant")) giant_site();
     return 0;
   }
   child_result_t res;
@@ -281,6 +297,16 @@ int main(int argc, char **argv) {
   snprintf(cmd, sizeof cmd, "cmp -s %s %s", plain, sampled);
   CHECK_MSG(system(cmd) == 0, "sizes differ with sampling: diff %s %s", plain, sampled);
   unlink(plain), unlink(sampled);
+
+  const char *giant_env[] = {"HAKMEM_PROF_LEAKS=1", "HAKMEM_PROF_SAMPLE=1", NULL};
+  run("giant", giant_env, &res);
+  CHECK(exited_0(&res));
+  if (!strstr(res.err, "no 5 GiB")) {
+    first = strstr(res.err, "hakmem: leak:");
+    read = first ? sscanf(first, "hakmem: leak: about %lf bytes", &leaked) : 0;
+    CHECK_MSG(read == 1 && strstr(first, "giant_site"), "the 5 GiB block is not reported");
+    CHECK_MSG(leaked > GIANT * 0.95 && leaked < GIANT * 1.05, "%.0f bytes reported of %zu", leaked, GIANT);
+  }
 
   const char *double_env[] = {"HAKMEM_PROF_SAMPLE=1", NULL};
   const char *misuse[][2] = {{"double_free", "hakmem: double free of"},
