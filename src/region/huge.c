@@ -47,6 +47,7 @@ typedef struct hk_region {
   uint64_t stale[HK_REGION_WORDS];  /* units that may hold old data (calloc clears them) */
   uint64_t split;                   /* bit h: huge page h (units 32h..32h+31) cut into small pages
                                        by a decommit of part of it: a fault there maps 4 KiB */
+  uint64_t touched;                 /* bit h: huge page h had a block while the region was on small pages */
   unsigned top;                     /* units from here on never used nor resident: not searched */
   unsigned arena;                   /* its arena (jumbo regions: arena 0) */
   bool small_pages;                 /* a shared region on small pages, until it holds HK_REGION_SMALL_UNITS */
@@ -213,7 +214,9 @@ static size_t jumbo_head(size_t offset, size_t size) {
  * `alignment` (the region itself to HK_REGION_SIZE). */
 static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, unsigned arena) {
   size_t align = hk_max(alignment, HK_REGION_SIZE);
-  hk_region_t *r = offset ? NULL : hk_region_map(size, 0, 0);  /* shared: never resized */
+  /* a whole shared region (never resized) from the reserved space; a short
+   * one is a SuperSlab slot's size there, only that slot's alignment */
+  hk_region_t *r = offset || size != HK_REGION_SIZE ? NULL : hk_region_map(size, 0, 0);
   if (!r) r = hk_region_map(size, align, align > HK_REGION_SIZE ? offset : 0);
   if (!r) return NULL;
   /* The header's granule, of which a few pages are written, on small pages
@@ -284,14 +287,15 @@ static void grow_huge(hk_region_t *r) {
   r->small_pages = false;
   hk_os_advise_huge((uint8_t *)r + HK_GRANULE, r->size - HK_GRANULE);
   for (unsigned h = 1; h < (r->top + 31) / 32; h++) {  /* the header's page stays small */
-    /* a page none of whose units is resident (maybe touched), or that the
-     * kernel would not collapse (a hardened block's guard in it), faults
-     * 4 KiB at a time */
+    /* a page touched whose units are no longer resident (its small pages'
+     * table stays), or that the kernel would not collapse (a hardened
+     * block's guard in it), faults 4 KiB at a time; one never touched, a
+     * huge page at once (take_units counts it) */
     bool resident = (r->used[h / 2] | r->warm[h / 2]) & hk_page_mask(h);
     if (resident && hk_os_collapse_huge((uint8_t *)r + h * HK_GRANULE, HK_GRANULE)) {
       page_resident(r, h);
       r->split &= ~(1ull << h);
-    } else {
+    } else if (r->touched >> h & 1) {
       r->split |= 1ull << h;
     }
   }
@@ -317,7 +321,10 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
   hk_units_take(&m, u, n);
   for (int i = 0; i < 2 && (i == 0 || ends[1] != ends[0]); i++)
     if (fresh[i]) page_resident(r, ends[i]);
-  if (r->small_pages) grow_huge(r);
+  if (r->small_pages) {
+    r->touched |= hk_bits(ends[0], ends[1] - ends[0] + 1);
+    grow_huge(r);
+  }
 }
 
 /* Gives back units [u, u+n) of a shared region (units.c). */
@@ -490,7 +497,7 @@ void hk_huge_release_class(unsigned cls, void *chain) {
     chain = hk_next(b);
     hk_region_t *r = region_of(b);
     hk_arena_t *hb = arena_unlocked(r);
-    if (hb != h) {
+    if (hb != h || !h) {  /* the first block too: NULL is no region's */
       if (h) hk_unlock(&h->lock);
       if (!(h = hb)) hk_fatal("free(): invalid pointer", b);
       hk_lock_spinning(&h->lock);

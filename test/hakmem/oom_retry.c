@@ -8,7 +8,9 @@
  * hundreds of MiB keeps for reuse goes back for a block of another size
  * that needs the room.  A malloc that fails under the limit does not try
  * thousands of places for a mapping the kernel refuses anywhere.  Runs under
- * RLIMIT_AS. */
+ * RLIMIT_AS; and with the limit lowered after start-up, once the reserved
+ * space's regions are taken, a large block from a short region of its own
+ * is freed and trimmed as any other. */
 #include <malloc.h>
 #include "hakmem.h"
 #include "testutil.h"
@@ -55,6 +57,24 @@ static int kept_mapping_given_back(void) {
   return 0;
 }
 
+/* Six blocks of 126 MiB take the reserved space's regions, then the limit
+ * leaves room for no other region of 128 MiB: a block of 600 KiB comes
+ * from a short region of 4 MiB, mapped aligned as every region is. */
+static void limit_lowered(void) {
+  static void *big[6];
+  for (int i = 0; i < 6; i++) CHECK((big[i] = malloc((126u << 20) - 4096)) != NULL);
+  struct rlimit rl = {(rlim_t)(proc_status_kib("VmSize") + (80 << 10)) << 10, RLIM_INFINITY};
+  CHECK(setrlimit(RLIMIT_AS, &rl) == 0);
+  char *p = malloc(600 << 10);
+  CHECK(p != NULL);
+  memset(p, 7, 600 << 10);
+  CHECK(malloc_usable_size(p) >= 600 << 10);
+  free(p);
+  malloc_trim(0);
+  for (int i = 0; i < 6; i++) free(big[i]);
+  printf("  a block of 600 KiB with the limit lowered: freed and trimmed\n");
+}
+
 static void kept_mapping_goes_back_when_needed(void) {
   CHECK(setenv("HAKMEM_SS_MEM_LEAN_DECOMMIT", "OFF", 1) == 0);
   run_self_under_as_limit_arg(LIMIT, "kept", 60);
@@ -68,7 +88,13 @@ static void nothing_left_after_a_null(void) {
 int main(int argc, char **argv) {
   if (argc > 2 && strcmp(argv[1], UNDER_AS_LIMIT) == 0) return kept_mapping_given_back();
   if (argc > 1 && strcmp(argv[1], UNDER_AS_LIMIT) == 0) return under_limit();
+  if (argc > 1 && strcmp(argv[1], "lowered") == 0) return limit_lowered(), 0;
   test_init();
+  child_result_t res;
+  const char *env[] = {NULL};
+  run_self("lowered", env, 60, &res);
+  printf("%s", res.err);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "limit lowered: %s", describe_status(res.status));
   RUN(nothing_left_after_a_null);
   RUN(kept_mapping_goes_back_when_needed);
   return 0;

@@ -6,10 +6,13 @@
  * huge page there, and the SuperSlabs after it untouched), and a half of it
  * whose pages its blocks fill becomes one huge page.  Past it, classes'
  * first slabs go to a SuperSlab on small pages, apart from large blocks.  A
- * huge region starts on small pages too, until it holds 1 MiB.  Skipped where the
+ * huge region starts on small pages too, until it holds 1 MiB; a page it
+ * skipped meanwhile is a huge page when a block first touches it, and the
+ * rest of that page counts as free and resident.  Skipped where the
  * kernel has no transparent huge pages or cannot collapse small pages into
  * one (MADV_COLLAPSE, Linux 6.1). */
 #include <sys/mman.h>
+#include "hakmem.h"
 #include "testutil.h"
 
 #ifndef MADV_COLLAPSE
@@ -233,12 +236,36 @@ static void region_child(void) {
   }
 }
 
+/* A block aligned to 32 MiB goes past the pages before it; a block of
+ * 3 MiB then fills one of them and half the next, each a huge page. */
+static void skipped_page_child(void) {
+  uint8_t *a = aligned_alloc(32 << 20, 2 << 20), *b = malloc(3 << 20);
+  CHECK(a && b);
+  CHECK_EQ((uintptr_t)b & ~(REGION_SIZE - 1), (uintptr_t)a & ~(REGION_SIZE - 1));
+  memset(b, 1, 3 << 20);
+  long kib = anon_huge_kib((uintptr_t)b);
+  hak_stats_t s;
+  hak_stats_get(&s);
+  printf("  a block of 3 MiB after a skip: huge pages %ld KiB, free and resident %zu KiB\n", kib,
+         s.free_resident_bytes >> 10);
+  if (kib >= 4096) CHECK_MSG(s.free_resident_bytes >= (1 << 20), "the rest of the block's last huge page is not counted");
+  free(b), free(a);
+}
+
+static void skipped_page_is_counted(void) {
+  child_result_t res;
+  run_self("skipped", NULL, 30, &res);
+  if (res.err[0]) printf("%s", res.err);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s\n%s", describe_status(res.status), res.err);
+}
+
 int main(int argc, char **argv) {
   test_init();
   CHECK_MSG(hakmem_active(), "this test needs hakmem");
-  if (argc > 1) {  /* the child of lean_asks_for_small_pages, sparse_slabs_on_small_pages or region_starts_small */
+  if (argc > 1) {  /* the child of one of the cases below */
     if (strcmp(argv[1], "sparse") == 0) sparse_child();
     else if (strcmp(argv[1], "region") == 0) region_child();
+    else if (strcmp(argv[1], "skipped") == 0) skipped_page_child();
     else lean_child();
     return 0;
   }
@@ -251,5 +278,6 @@ int main(int argc, char **argv) {
   RUN(many_classes_stay_small);
   RUN(filled_half_becomes_huge);
   RUN(region_starts_small);
+  RUN(skipped_page_is_counted);
   return 0;
 }
