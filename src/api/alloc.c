@@ -92,7 +92,7 @@ static inline __attribute__((always_inline)) void *route_with(unsigned cls, size
     p = cls ? hk_tcache_refill(cls, size) : huge_alloc(size, alignment, zero, &usable);
     errno = p ? error : ENOMEM;
   }
-  hk_purge_poll();
+  hk_purge_poll(true);
   uint64_t crossings = prof && p ? hk_prof_count(refilled(cls, size)) : 0;
   return hk_unlikely(crossings) ? sampled(p, cls, alignment, zero, crossings, usable) : p;
 }
@@ -124,7 +124,7 @@ static inline __attribute__((always_inline)) void *route(size_t size, size_t ali
 void *hk_malloc_slow(size_t size) { return route(size, 16, false); }
 
 void hk_free_overflow(void *p) {
-  if (hk_tcache_overflow(p)) hk_purge_poll();
+  if (hk_tcache_overflow(p)) hk_purge_poll(false);
 }
 
 /* The class of a class map entry, flagged sampled or not; else the entry. */
@@ -156,7 +156,7 @@ void hk_free_slow(void *p) {
   }
   if (!bytes) hk_misuse("free", p, cls);
   hk_note_out(-(ptrdiff_t)bytes);
-  hk_purge_poll();
+  hk_purge_poll(false);
 }
 
 void *hk_calloc(size_t count, size_t size) {

@@ -104,7 +104,7 @@ static void thread_exit(void *arg) {
   } else if (!hk_thread_exit(NULL)) {
     return;
   }
-  hk_purge_poll();
+  hk_purge_poll(false);
 }
 
 void hk_process_init_slow(void) {
@@ -114,6 +114,7 @@ void hk_process_init_slow(void) {
     hk_fast.free_key = random_key();  /* before any block exists */
     if (HAK_HARDENED) hk_fast.link_key = random_key();
     hk_options_init(hk_os_huge_pages_available());
+    hk_purge_init();
     hk_prof_init();
     hk_size_classes_init();
     hk_arenas_init(hk_os_cpus());

@@ -20,7 +20,7 @@
 #include <time.h>
 #include "service/service.h"
 
-#define HK_PURGER_START ((size_t)4 << 20)  /* free resident bytes that start the purger */
+#define HK_PURGER_START ((size_t)4 << 20)  /* the heap's peak (bytes out) that starts the purger */
 #define HK_LEAN_CAP_GROWTH 8               /* lean mode's cap: at most this times the target */
 #define HK_LEAN_QUIET_TICKS 50              /* ticks without a trim before the cap halves */
 #define HK_LEAN_LOOK_MS 20                  /* how long lean trusts a look at which pages are resident */
@@ -49,6 +49,9 @@ static atomic_int purger_state;
 static atomic_bool purger_sleeping;
 static pthread_mutex_t purger_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t purger_wake;
+atomic_bool hk_purger_off;
+
+void hk_purge_init(void) { atomic_store_explicit(&hk_purger_off, hk_opt.background_purge, memory_order_relaxed); }
 
 size_t hk_purge_resident(void) { return hk_region_resident(); }
 
@@ -195,6 +198,7 @@ static void *purger_main(void *arg) {
 static void purger_start(void) {
   int off = PURGER_OFF;
   if (!atomic_compare_exchange_strong(&purger_state, &off, PURGER_STARTING)) return;
+  atomic_store_explicit(&hk_purger_off, false, memory_order_relaxed);
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -212,19 +216,22 @@ static void purger_start(void) {
   atomic_store(&purger_state, PURGER_RUNNING);
 }
 
-void hk_purge_poll_slow(void) {
+void hk_purge_poll_slow(bool from_malloc) {
+  /* The purger starts once the heap has held HK_PURGER_START, so that a
+   * program that then frees it and idles has it; by a malloc, and not from
+   * another library's fork handler (hk_fork_depth): the child's handler
+   * would take the new thread for none, and start a second. */
+  if (from_malloc && atomic_load_explicit(&hk_purger_off, memory_order_relaxed) && !hk_fork_depth &&
+      atomic_load_explicit(&hk_out_peak, memory_order_relaxed) >= HK_PURGER_START) {
+    int error = errno;  /* malloc leaves errno alone: pthread_create, naming the thread */
+    purger_start();
+    errno = error;
+  }
+  if (!atomic_load_explicit(&hk_purge_pending, memory_order_relaxed)) return;
   if (over_lean_target()) {  /* waits for a tick under way rather than skip the trim */
     hk_lock(&tick_lock);
     lean_trim();
     hk_unlock(&tick_lock);
-  }
-  /* not from another library's fork handler (hk_fork_depth): the child's handler
-   * would take the new thread for none, and start a second */
-  if (hk_opt.background_purge && !hk_fork_depth && atomic_load(&purger_state) == PURGER_OFF &&
-      hk_purge_resident() >= HK_PURGER_START) {
-    int error = errno;  /* free leaves errno alone: pthread_create, naming the thread */
-    purger_start();
-    errno = error;
   }
   if (atomic_load(&purger_state) != PURGER_RUNNING) {
     tick_if_due();
@@ -264,4 +271,5 @@ void hk_purge_fork_unlock(bool child) {
   pthread_mutex_init(&purger_lock, NULL);
   atomic_store(&purger_state, PURGER_OFF);
   atomic_store(&purger_sleeping, false);
+  hk_purge_init();
 }

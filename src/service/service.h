@@ -8,13 +8,19 @@
 
 /* ---- the purge schedule (purge.c): when free memory goes back to the OS ---- */
 HK_HIDDEN size_t hk_purge_resident(void);        /* bytes free but still resident, all layers */
-HK_HIDDEN void hk_purge_poll_slow(void);
+HK_HIDDEN void hk_purge_init(void);
+HK_HIDDEN void hk_purge_poll_slow(bool from_malloc);
+extern atomic_bool hk_purger_off HK_HIDDEN;  /* the purger thread is asked for and not started yet */
 HK_HIDDEN bool hk_purge_all(void);
 HK_HIDDEN void hk_purge_fork_lock(void);
 HK_HIDDEN void hk_purge_fork_unlock(bool child);
-/* Called by the slow paths, with no lock held: runs a tick if one is due. */
-static inline void hk_purge_poll(void) {
-  if (hk_unlikely(atomic_load_explicit(&hk_purge_pending, memory_order_relaxed))) hk_purge_poll_slow();
+/* Called by the slow paths, with no lock held: runs a tick if one is due.
+ * Only malloc's may start the purger thread (from_malloc): the C library
+ * frees a joined thread's TLS under a lock that creating a thread takes. */
+static inline void hk_purge_poll(bool from_malloc) {
+  if (hk_unlikely(atomic_load_explicit(&hk_purge_pending, memory_order_relaxed) ||
+                  (from_malloc && atomic_load_explicit(&hk_purger_off, memory_order_relaxed))))
+    hk_purge_poll_slow(from_malloc);
 }
 
 /* ---- process set-up (init.c) ------------------------------------------------ */
