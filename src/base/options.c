@@ -78,6 +78,11 @@ static size_t *field_of(const hk_option_t *o) {
   return o->offset == HK_OPT_PROFILE_FIELD ? NULL : (size_t *)((char *)&hk_opt + o->offset);
 }
 
+/* A path is kept as a copy: a program may write over its environment (a
+ * server's process title), and the heap profile's is used at exit. */
+static char paths[4096];
+static size_t paths_used;
+
 /* Reads s as the option's type; false if it is not a valid value. */
 static bool parse(const hk_option_t *o, const char *s, size_t *out) {
   static const char *const truths[] = {"1", "on", "yes", "true"}, *const lies[] = {"0", "off", "no", "false"};
@@ -93,7 +98,13 @@ static bool parse(const hk_option_t *o, const char *s, size_t *out) {
       if (!strcasecmp(s, o->names[i])) return *out = i, true;
     return false;
   }
-  if (o->type == HK_OPT_PATH) return *out = (size_t)(uintptr_t)s, *s != 0;  /* the environment's string stays */
+  if (o->type == HK_OPT_PATH) {
+    size_t n = strlen(s) + 1;
+    if (n == 1 || n > sizeof paths - paths_used) return false;
+    *out = (size_t)(uintptr_t)memcpy(paths + paths_used, s, n);
+    paths_used += n;
+    return true;
+  }
   size_t v = 0;
   const char *p = s;
   for (; *p >= '0' && *p <= '9'; p++) {
@@ -142,7 +153,7 @@ static size_t read_option(const hk_option_t *o, size_t def, bool *from_env) {
     return v;
   }
   char shown[32], expected[96] = "1/0, on/off, yes/no or true/false";
-  if (o->type == HK_OPT_PATH) snprintf(expected, sizeof expected, "a file's path");
+  if (o->type == HK_OPT_PATH) snprintf(expected, sizeof expected, "a file's path, shorter than 4 KiB");
   hk_option_format(o, def, shown, sizeof shown);
   if (o->type == HK_OPT_UINT) snprintf(expected, sizeof expected, "a whole number, at most %zu", o->max);
   if (o->type == HK_OPT_SIZE) snprintf(expected, sizeof expected, "a size, with K, M or G or without, at most %zu", o->max);

@@ -644,7 +644,11 @@ static void dump_numbered(void) {
 /* ---- set-up, exit, fork --------------------------------------------------------- */
 void hk_prof_init(void) {
   bool wanted = hk_opt.prof || hk_opt.prof_leaks || hk_option_from_env(&hk_opt.prof_sample);
-  if (!wanted || !hk_opt.prof_sample) return;
+  if (!wanted) return;
+  if (!hk_opt.prof_sample) {
+    hk_message("hakmem: heap profile off: HAKMEM_PROF_SAMPLE=0 samples nothing\n");
+    return;
+  }
   stacks = hk_os_map(STACKS * sizeof *stacks);
   bool mapped = stacks;
   for (unsigned i = 0; i < SHARDS; i++) {

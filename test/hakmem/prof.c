@@ -13,7 +13,9 @@
  * sampled, blocks as without sampling (usable sizes, alignment, realloc
  * keeping the contents), a double free still caught, and a block of 5 GiB
  * (5 GiB sampling periods of one byte), grown by realloc, reported at its
- * size. */
+ * size; the profile at exit written where HAKMEM_PROF said, though the
+ * program wrote its title over its environment; and HAKMEM_PROF_SAMPLE=0
+ * said to turn the profile off. */
 #include "testutil.h"
 
 #include <malloc.h>
@@ -190,6 +192,23 @@ __attribute__((noinline)) void giant_site(void) {
   CHECK(blocks[nblocks - 1] != NULL);
 }
 
+/* As servers set their process title: the environment copied away, and
+ * the title written over the memory of the arguments and the environment. */
+extern char **environ;
+static void title(char **argv) {
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **copy = malloc((n + 1) * sizeof *copy);
+  CHECK(copy != NULL && n > 0);
+  for (size_t i = 0; i < n; i++) CHECK((copy[i] = strdup(environ[i])) != NULL);
+  copy[n] = NULL;
+  char *start = argv[0], *end = environ[n - 1] + strlen(environ[n - 1]);
+  environ = copy;
+  memset(start, 0, (size_t)(end - start));
+  strcpy(start, "server: worker");
+  site_ten(1000);
+}
+
 /* A forked child's profile at its exit goes beside its parent's, named by its pid. */
 static void forked(void) {
   pid_t pid = fork();
@@ -232,6 +251,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "forked")) forked();
     if (!strcmp(argv[1], "threads")) threads();
     if (!strcmp(argv[1], "giant")) giant_site();
+    if (!strcmp(argv[1], "title")) title(argv);
     return 0;
   }
   child_result_t res;
@@ -252,6 +272,15 @@ int main(int argc, char **argv) {
   }
   snprintf(name, sizeof name, "rm -f %s %s.*.heap", prof, prof);
   CHECK(system(name) == 0);
+  const char *title_env[] = {prof_env, NULL};
+  run("title", title_env, &res);
+  CHECK(exited_0(&res));
+  CHECK_MSG(access(prof, R_OK) == 0, "no profile %s after the program wrote over its environment", prof);
+  unlink(prof);
+  const char *zero_env[] = {prof_env, "HAKMEM_PROF_SAMPLE=0", NULL};
+  run("title", zero_env, &res);
+  CHECK(exited_0(&res) && strstr(res.err, "hakmem: heap profile off: HAKMEM_PROF_SAMPLE=0"));
+  CHECK(access(prof, F_OK) != 0);
   const char *forked_env[] = {prof_env, NULL};
   run("forked", forked_env, &res);
   CHECK(exited_0(&res));
