@@ -52,7 +52,7 @@ SCORECARD_OPTS = --build $(BUILD) \
   $(if $(RUNS),--runs $(RUNS)) \
   $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
-.PHONY: bench-programs bench-python bench-smoke bench-callgrind bench-threads bench-apps ab soak scorecard
+.PHONY: build-deps bench-programs bench-smoke bench-callgrind bench-threads bench-apps ab soak scorecard
 
 bench-programs: $(BENCH_BINS)
 
@@ -67,38 +67,39 @@ $(BUILD)/bench/libfloor.so: bench/floor.c bench/bench.mk
 	$(CC) $(BENCH_CFLAGS) -fno-builtin -fPIC -shared -fvisibility=hidden $< -o $@
 
 # The scripts install the peers and tools they need (GNU time, gnuplot,
-# strace, valgrind); python3 itself, when missing, is installed here, before
-# any of them runs, as test/deps.sh does (as root, with apt-get, unless
-# HAKMEM_NO_APT=1).
-bench-python:
-	@command -v $(PYTHON) >/dev/null 2>&1 || [ "$${HAKMEM_NO_APT:-0}" = 1 ] || [ "$$(id -u)" != 0 ] || \
-	  ! command -v apt-get >/dev/null 2>&1 || { echo "bench: installing python3"; \
+# strace, valgrind); a C compiler and python3, when missing, are installed
+# here, before anything is built, as test/deps.sh does (as root, with
+# apt-get, unless HAKMEM_NO_APT=1).
+build-deps:
+	@m=""; command -v $(CC) >/dev/null 2>&1 || m=" gcc libc6-dev"; command -v $(PYTHON) >/dev/null 2>&1 || \
+	  m="$$m python3"; [ -z "$$m" ] || [ "$${HAKMEM_NO_APT:-0}" = 1 ] || [ "$$(id -u)" != 0 ] || \
+	  ! command -v apt-get >/dev/null 2>&1 || { echo "installing$$m"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 >/dev/null; } || \
-	  echo "bench: apt-get could not install python3"
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$m >/dev/null; } || \
+	  echo "apt-get could not install$$m"
 
-bench: lib bench-programs bench-python
+bench: build-deps lib bench-programs
 	$(PYTHON) scripts/bench.py $(BENCH_OPTS)
 
-bench-smoke: lib bench-programs bench-python
+bench-smoke: build-deps lib bench-programs
 	$(PYTHON) scripts/bench.py --smoke --build $(BUILD)
 
-bench-callgrind: lib bench-programs bench-python
+bench-callgrind: build-deps lib bench-programs
 	$(PYTHON) scripts/bench.py --callgrind --build $(BUILD) $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
-bench-threads: lib bench-programs bench-python
+bench-threads: build-deps lib bench-programs
 	$(PYTHON) scripts/many-threads --build $(BUILD) $(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(ALLOCATORS),--allocators $(ALLOCATORS))
 
 # The programs' Debian packages are installed by scripts/bench-apps, as the
 # peers are by scripts/bench.py.
-bench-apps: lib bench-python
+bench-apps: build-deps lib
 	$(PYTHON) scripts/bench-apps $(APPS_OPTS)
 
-ab: bench-python
+ab: build-deps
 	$(PYTHON) scripts/ab --build $(BUILD) --refs $(or $(A),main) $(or $(B),HEAD) $(if $(RUNS),--runs $(RUNS))
 
-soak: lib bench-programs bench-python
+soak: build-deps lib bench-programs
 	$(PYTHON) scripts/soak $(SOAK_OPTS)
 
-scorecard: lib bench-programs bench-python
+scorecard: build-deps lib bench-programs
 	$(PYTHON) scripts/scorecard $(SCORECARD_OPTS)

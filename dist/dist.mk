@@ -60,7 +60,7 @@ $(DIST)/%: dist/%.in FORCE | $(DIST)
 	@$(call update_if_changed,$@)
 
 # ENVIRONMENT is made from the README's table of options.
-$(DIST)/hakmem.3: dist/hakmem.3.in README.md scripts/options_man.py FORCE | $(DIST)
+$(DIST)/hakmem.3: dist/hakmem.3.in README.md scripts/options_man.py FORCE | $(DIST) build-deps
 	@$(PYTHON) scripts/options_man.py README.md $< > $@.options
 	@$(call configure,$(LIBDIR)) < $@.options > $@.tmp && rm -f $@.options
 	@$(call update_if_changed,$@)
@@ -83,6 +83,7 @@ install: lib hardened man $(DIST)/hakmem $(DIST)/hakmem.pc $(INSTALLED_CMAKE:%=$
 	install -m 755 $(DIST)/hakmem $(DESTDIR)$(BINDIR)/
 	install -m 644 $(DIST)/hakmem.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 $(DIST)/hakmem.3 $(DESTDIR)$(MANDIR)/man3/
+	@[ -n "$(DESTDIR)" ] || ldconfig 2>/dev/null || echo "ldconfig failed: run it as root, or set LD_LIBRARY_PATH"
 
 uninstall:
 	rm -f $(INSTALLED_LIBS:%=$(DESTDIR)$(LIBDIR)/%) $(DESTDIR)$(PKGCONFIGDIR)/hakmem.pc \
