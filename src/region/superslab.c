@@ -233,7 +233,7 @@ void hk_slab_populate(hk_slab_t *s, uint8_t *from, size_t size) {
     return;
   }
   uintptr_t lo = (uintptr_t)from, hi = lo + size;  /* hk_os_populate takes whole pages */
-  if (s->carved) lo = hk_align_up(lo, HK_PAGE_SIZE);  /* the page of the blocks carved before is in */
+  if (s->carved) lo = hk_align_up(lo, hk_os_page_size());  /* the page of the blocks carved before is in */
   if (lo < hi) hk_os_populate((void *)lo, hi - lo);
 }
 
@@ -321,7 +321,7 @@ size_t hk_superslab_purge(hk_arena_t *a, int mode, bool *pending) {
     a->nempty--;
     if (ss->small_pages) atomic_fetch_sub_explicit(&small_paged, 1, memory_order_relaxed);
     hk_region_unmap(ss, HK_SS_SIZE);
-    bytes += HK_PAGE_SIZE;  /* the header's page */
+    bytes += hk_os_page_size();  /* the header's page */
   }
   for (hk_superslab_t *ss = a->empty; ss && hk_opt.ss_thp; ss = ss->next) {
     if (ss->bare || ss->warm) continue;
