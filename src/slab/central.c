@@ -424,7 +424,9 @@ static void release_large(unsigned cls, void *chain, size_t count) {
 
 /* Keeps a chain of count blocks marked free as spares if within the bound,
  * each marked spare, so one on it twice shows the second time.  spare_bytes
- * changes only under a class lock: fork (holding all) keeps it true. */
+ * changes only under a class lock: fork (holding all) keeps it true; the
+ * bytes are taken from the bound by compare-and-swap, as two classes' locks
+ * may let two chains in at once. */
 static bool keep_spares(unsigned cls, void *chain, unsigned count) {
   if (hk_class_in_regions(cls)) return false;
   size_t bound = hk_opt.mem_lean ? 0 : hk_opt.large_cache / 4;
@@ -432,7 +434,12 @@ static bool keep_spares(unsigned cls, void *chain, unsigned count) {
   if (atomic_load_explicit(&spare_bytes, memory_order_relaxed) + bytes > bound) return false;  /* no lock to learn it */
   hk_central_t *c = &central[cls];
   hk_lock(&c->lock);
-  bool fits = atomic_load_explicit(&spare_bytes, memory_order_relaxed) + bytes <= bound;
+  size_t kept = atomic_load_explicit(&spare_bytes, memory_order_relaxed);
+  bool fits;
+  while ((fits = kept + bytes <= bound) && !atomic_compare_exchange_weak_explicit(&spare_bytes, &kept, kept + bytes,
+                                                                                  memory_order_relaxed,
+                                                                                  memory_order_relaxed)) {
+  }
   if (fits) {
     void *last = chain;
     for (void *b = chain; b != HK_END; last = b, b = hk_next(b)) {
@@ -442,7 +449,6 @@ static bool keep_spares(unsigned cls, void *chain, unsigned count) {
     hk_set_next(last, c->nspares ? c->spares : HK_END);
     c->spares = chain;
     __atomic_store_n(&c->nspares, c->nspares + count, __ATOMIC_RELAXED);
-    atomic_fetch_add_explicit(&spare_bytes, bytes, memory_order_relaxed);
     c->active = true;
   }
   hk_unlock(&c->lock);
