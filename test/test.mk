@@ -102,7 +102,8 @@ FUZZ_BINS          := $(addprefix $(TEST_OUT)/fuzz/,$(FUZZ_NAMES))
 
 # Libraries the tests load (test/lib/).
 TEST_HELPER_LIBS := $(TEST_OUT)/libearly.so $(TEST_OUT)/libearly_dl.so $(TEST_OUT)/libtls_dl.so \
-                    $(TEST_OUT)/libcxx_plugin.so $(TEST_OUT)/libatfork.so
+                    $(TEST_OUT)/libcxx_plugin.so $(TEST_OUT)/libatfork.so \
+                    $(TEST_OUT)/libframe_a.so $(TEST_OUT)/libframe_b.so
 # `early` is linked to libearly.so and `fork_handlers` to libatfork.so, found next
 # to them or one directory up.
 TEST_LDFLAGS_early := -L$(TEST_OUT) -learly -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/..'
@@ -226,6 +227,10 @@ $(TEST_OUT)/libatfork.so: test/lib/atfork_lib.c $(TEST_HDRS)
 $(TEST_OUT)/libtls_dl.so: test/lib/tls_lib.c test/test.mk
 	@mkdir -p $(@D); rm -f $@
 	$(CC) $(TEST_CFLAGS) -fPIC -shared $< -o $@
+
+$(TEST_OUT)/libframe_a.so $(TEST_OUT)/libframe_b.so: $(TEST_OUT)/libframe_%.so: test/lib/frame_lib.S test/test.mk
+	@mkdir -p $(@D); rm -f $@
+	$(CC) $(if $(filter b,$*),-DFRAME_B) -fPIC -shared $< -o $@
 
 $(TEST_OUT)/libcxx_plugin.so: test/lib/cxx_plugin.cpp test/test.mk
 	@mkdir -p $(@D); rm -f $@

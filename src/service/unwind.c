@@ -18,22 +18,42 @@
 enum { RBP = 6, RSP = 7, RA = 16 };
 enum { RULE_BITS = 12, RULES = 1 << RULE_BITS, STATES = 4 };
 
-/* How a frame at one pc finds its caller's: cfa = (rbp or rsp) + cfa_off;
- * the return address at cfa + ra_off, rbp at cfa + rbp_off (0: rbp kept). */
+/* How a frame at one pc finds its caller's: cfa = (rbp or rsp) + its
+ * offset; the return address at cfa + ra_off, rbp at cfa + rbp_off.  One
+ * word, so that a kept rule is read and written whole. */
 typedef struct rule {
-  uintptr_t pc;               /* 0: a free slot */
-  int32_t cfa_off;
-  int16_t ra_off, rbp_off;
-  uint8_t cfa_rbp, last;      /* last: the outermost frame (return address undefined) */
+  int32_t cfa;                /* the offset times 2, plus 1 if from rbp */
+  int16_t ra_off;             /* 0: the outermost frame (return address undefined) */
+  int16_t rbp_off;            /* 0: rbp kept */
 } rule_t;
+_Static_assert(sizeof(rule_t) == sizeof(uint64_t), "a rule is a word");
 
-/* Read without a lock: a slot, once its pc is stored (release, last), is
- * never written again; a rule is kept in the first free slot of the
- * RULE_PROBES from its pc's, by the one thread that holds `making`, and
- * one whose slots are all taken is read from its FDE at each sample. */
+typedef struct slot {
+  uintptr_t pc;               /* 0: a free slot */
+  uint64_t rule;
+} slot_t;
+
+/* Read without a lock, as a sequence lock's readers read: a rule is kept
+ * in the first free slot of the RULE_PROBES from its pc's, by the one
+ * thread that holds `making`, with `epoch` odd while it writes; one whose
+ * slots are all taken is read from its FDE at each sample.  A dlclose
+ * empties the slots the same way before the object goes: another object
+ * mapped at its addresses would have its return addresses walked by the
+ * rules of the code that was there (a wrong stack, or a read past the
+ * stack's top).  Each word is written with release and read with acquire,
+ * so that a reader that reads a word written after its first look at
+ * `epoch` sees `epoch` changed at its second. */
 #define RULE_PROBES 4
-static rule_t rules[RULES + RULE_PROBES];
-static bool making;
+static slot_t rules[RULES + RULE_PROBES];
+static bool making, any_kept;
+static unsigned epoch;
+
+static unsigned write_begin(void) {
+  unsigned odd = epoch + 1;
+  __atomic_store_n(&epoch, odd, __ATOMIC_RELAXED);
+  return odd;
+}
+static void write_end(unsigned odd) { __atomic_store_n(&epoch, odd + 1, __ATOMIC_RELEASE); }
 
 /* ---- reading .eh_frame -------------------------------------------------------- */
 static uint64_t uleb(const uint8_t **p) {
@@ -225,39 +245,70 @@ static int rule_of(uintptr_t pc, rule_t *r) {
   if (!run(q, cie_end, start, UINTPTR_MAX, code_align, data_align, &initial, &initial)) return UNKNOWN;
   s = initial;
   if (!run(p, fde_end, start, pc, code_align, data_align, &initial, &s)) return UNKNOWN;
-  if ((s.cfa_reg != RSP && s.cfa_reg != RBP) || s.cfa_off != (int32_t)s.cfa_off || s.ra_off != (int16_t)s.ra_off ||
-      s.rbp_off != (int16_t)s.rbp_off)
+  if ((s.cfa_reg != RSP && s.cfa_reg != RBP) || s.cfa_off >= 1 << 30 || s.cfa_off < -(1 << 30) ||
+      s.ra_off != (int16_t)s.ra_off || (!s.ra_off && !s.ra_undefined) || s.rbp_off != (int16_t)s.rbp_off)
     return UNKNOWN;
-  *r = (rule_t){pc, (int32_t)s.cfa_off, (int16_t)s.ra_off, (int16_t)s.rbp_off, s.cfa_reg == RBP, s.ra_undefined};
+  *r = (rule_t){(int32_t)(s.cfa_off * 2 + (s.cfa_reg == RBP)), s.ra_undefined ? 0 : (int16_t)s.ra_off,
+                (int16_t)s.rbp_off};
   return KEPT;
 }
 
 /* pc's rule (rule_of) in *r when KEPT, kept if there is room; the others
  * are looked for again at the next sample through pc. */
-static int rule_at(uintptr_t pc, rule_t *r) {
-  rule_t *slot = &rules[hk_hash_index(pc, RULE_BITS)];
-  for (unsigned i = 0; i < RULE_PROBES; i++) {
+static int rule_at(uintptr_t pc, rule_t *r, unsigned seen) {
+  slot_t *slot = &rules[hk_hash_index(pc, RULE_BITS)];
+  for (unsigned i = 0; i < RULE_PROBES && !(seen & 1); i++) {
     uintptr_t at = __atomic_load_n(&slot[i].pc, __ATOMIC_ACQUIRE);
-    if (at == pc) return *r = slot[i], KEPT;
+    if (at == pc) {
+      uint64_t kept = __atomic_load_n(&slot[i].rule, __ATOMIC_ACQUIRE);
+      if (__atomic_load_n(&epoch, __ATOMIC_RELAXED) != seen) break;
+      return memcpy(r, &kept, sizeof kept), KEPT;
+    }
     if (!at) break;
   }
   int found = rule_of(pc, r);
   if (found != KEPT || __atomic_exchange_n(&making, true, __ATOMIC_ACQUIRE)) return found;
   for (unsigned i = 0; i < RULE_PROBES; i++) {
-    uintptr_t at = __atomic_load_n(&slot[i].pc, __ATOMIC_RELAXED);
-    if (at == pc) break;
-    if (at) continue;
-    rule_t *to = &slot[i];  /* all but its pc, which readers test */
-    to->cfa_off = r->cfa_off, to->ra_off = r->ra_off, to->rbp_off = r->rbp_off;
-    to->cfa_rbp = r->cfa_rbp, to->last = r->last;
-    __atomic_store_n(&to->pc, pc, __ATOMIC_RELEASE);
+    if (slot[i].pc == pc) break;
+    if (slot[i].pc) continue;
+    uint64_t word;
+    memcpy(&word, r, sizeof word);
+    unsigned odd = write_begin();
+    __atomic_store_n(&slot[i].rule, word, __ATOMIC_RELEASE);
+    __atomic_store_n(&slot[i].pc, pc, __ATOMIC_RELEASE);
+    write_end(odd);
+    __atomic_store_n(&any_kept, true, __ATOMIC_RELAXED);
     break;
   }
   __atomic_store_n(&making, false, __ATOMIC_RELEASE);
   return found;
 }
 
-void hk_unwind_forked(void) { making = false; }
+/* A thread that was writing a slot is not in the child: the slots are
+ * emptied rather than trusted. */
+void hk_unwind_forked(void) {
+  making = false;
+  if (!(epoch & 1)) return;
+  for (size_t i = 0; i < RULES + RULE_PROBES; i++) rules[i].pc = 0;
+  epoch++;
+}
+
+/* The rules go before the object does (an object still in use stays, and
+ * its rules are read again).  A dlclose from the C library's own code
+ * (iconv's modules) is not seen. */
+HK_EXPORT int dlclose(void *handle) {
+  static int (*next)(void *);
+  int (*call)(void *) = __atomic_load_n(&next, __ATOMIC_RELAXED);
+  if (!call) __atomic_store_n(&next, call = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose"), __ATOMIC_RELAXED);
+  if (__atomic_load_n(&any_kept, __ATOMIC_RELAXED)) {
+    while (__atomic_exchange_n(&making, true, __ATOMIC_ACQUIRE)) hk_pause();
+    unsigned odd = write_begin();
+    for (size_t i = 0; i < RULES + RULE_PROBES; i++) __atomic_store_n(&rules[i].pc, 0, __ATOMIC_RELEASE);
+    write_end(odd);
+    __atomic_store_n(&making, false, __ATOMIC_RELEASE);
+  }
+  return call ? call(handle) : 0;  /* none in a static program: the object stays */
+}
 
 /* The return addresses of the calling function's frame and those above it
  * (as backtrace() gives them), up to max; 0 if a frame has a rule not kept.
@@ -266,13 +317,13 @@ void hk_unwind_forked(void) { making = false; }
 __attribute__((noinline)) unsigned hk_unwind(void **pc, unsigned max) {
   uintptr_t ip, sp, bp;
   __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(ip), "=r"(sp), "=r"(bp));
-  unsigned n = 0;
+  unsigned n = 0, seen = __atomic_load_n(&epoch, __ATOMIC_ACQUIRE);
   for (bool first = true; n < max; first = false) {
     rule_t r;
-    int found = rule_at(first ? ip : ip - 1, &r);  /* a return address may end its function */
+    int found = rule_at(first ? ip : ip - 1, &r, seen);  /* a return address may end its function */
     if (found == UNKNOWN || (found == NONE && first)) return 0;
-    if (found == NONE || r.last) break;
-    uintptr_t cfa = (r.cfa_rbp ? bp : sp) + (uintptr_t)(intptr_t)r.cfa_off;
+    if (found == NONE || !r.ra_off) break;
+    uintptr_t cfa = (r.cfa & 1 ? bp : sp) + (uintptr_t)(intptr_t)(r.cfa >> 1);
     if (cfa <= sp || cfa - sp > ((uintptr_t)1 << 26)) break;  /* a stack runs up, within reason */
     uintptr_t ra;
     memcpy(&ra, (const void *)(cfa + (uintptr_t)(intptr_t)r.ra_off), sizeof ra);

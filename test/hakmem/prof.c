@@ -15,7 +15,10 @@
  * (5 GiB sampling periods of one byte), grown by realloc, reported at its
  * size; the profile at exit written where HAKMEM_PROF said, though the
  * program wrote its title over its environment; and HAKMEM_PROF_SAMPLE=0
- * said to turn the profile off. */
+ * said to turn the profile off, and hak_prof_dump's ENOENT without
+ * sampling; a library unloaded and another loaded at
+ * its addresses, each frame of its samples' stacks walked by its own
+ * rules. */
 #include "testutil.h"
 
 #include <malloc.h>
@@ -195,6 +198,53 @@ __attribute__((noinline)) void giant_site(void) {
 /* As servers set their process title: the environment copied away, and
  * the title written over the memory of the arguments and the environment. */
 extern char **environ;
+/* Blocks sampled through a library's code, the library unloaded, and
+ * another one loaded at its addresses, with a call to malloc at the same
+ * place in a frame of another shape: its samples' stacks must be walked by
+ * its own frames' rules (the build's checks compare each stack with
+ * backtrace()'s and abort). */
+#if defined(__x86_64__)
+/* On a frame pointer, so that a walk by the old library's rule, which
+ * takes the caller's frame from rbp, returns a stack one frame short
+ * rather than stopping at a value in rbp that is no frame's. */
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) static void *through(void *(*f)(size_t), size_t n) {
+  void *p = f(n);
+  __asm__ volatile("" : : "r"(p) : "memory");  /* not a tail call: this frame stays on the stack */
+  return p;
+}
+#endif
+
+static void unloaded(void) {
+#if defined(__x86_64__)
+  void *at[2];
+  for (int i = 0; i < 2; i++) {
+    char path[4096];
+    helper_lib_path(path, sizeof path, i ? "libframe_b.so" : "libframe_a.so");
+    void *lib = dlopen(path, RTLD_NOW);
+    CHECK_MSG(lib != NULL, "%s", dlerror());
+    void *(*frame_alloc)(size_t) = (void *(*)(size_t))dlsym(lib, "frame_alloc");
+    CHECK(frame_alloc != NULL);
+    at[i] = (void *)frame_alloc;
+    for (int k = 0; k < 20; k++) free(through(frame_alloc, 3 << 20));
+    if (!i) CHECK(dlclose(lib) == 0);
+  }
+  CHECK_MSG(at[0] == at[1], "the second library loaded at %p, not at the first's %p", at[1], at[0]);
+#endif
+  exit(0);
+}
+
+/* No sampling: hak_prof_dump says so, and writes nothing. */
+static void sampling_off(void) {
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/hakmem-prof-off-%d", (int)getpid());
+  free(opaque_ptr(malloc(100)));
+  errno = 0;
+  CHECK(hak_prof_dump(path) == -1);
+  CHECK_ERRNO(ENOENT);
+  CHECK(access(path, F_OK) != 0);
+  exit(0);
+}
+
 static void title(char **argv) {
   size_t n = 0;
   while (environ[n]) n++;
@@ -252,6 +302,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "threads")) threads();
     if (!strcmp(argv[1], "giant")) giant_site();
     if (!strcmp(argv[1], "title")) title(argv);
+    if (!strcmp(argv[1], "unloaded")) unloaded();
+    if (!strcmp(argv[1], "off")) sampling_off();
     return 0;
   }
   child_result_t res;
@@ -281,6 +333,9 @@ int main(int argc, char **argv) {
   run("title", zero_env, &res);
   CHECK(exited_0(&res) && strstr(res.err, "hakmem: heap profile off: HAKMEM_PROF_SAMPLE=0"));
   CHECK(access(prof, F_OK) != 0);
+  const char *off_env[] = {NULL};
+  run("off", off_env, &res);
+  CHECK(exited_0(&res));
   const char *forked_env[] = {prof_env, NULL};
   run("forked", forked_env, &res);
   CHECK(exited_0(&res));
@@ -338,6 +393,8 @@ int main(int argc, char **argv) {
   }
 
   const char *double_env[] = {"HAKMEM_PROF_SAMPLE=1", NULL};
+  run("unloaded", double_env, &res);
+  CHECK(exited_0(&res));
   const char *misuse[][2] = {{"double_free", "hakmem: double free of"},
                              {"double_free_large", "hakmem: double free of"},
                              {"realloc_freed", "a block already freed"}};
