@@ -243,6 +243,7 @@ static __attribute__((noinline)) void *realloc_unusual(void *p, size_t size, uin
   size_t stand_in = cls == HK_MAP_HUGE && hk_prof_on ? hk_prof_stand_in(p, &freed) : 0;
   if (freed) hk_misuse("realloc", p, cls);
   if (size == 0) {
+    if (cls == HK_MAP_HUGE && !stand_in && !hk_huge_usable_size(p)) hk_misuse("realloc", p, cls);
     hk_free_fast(p);
     return NULL;
   }
@@ -264,13 +265,24 @@ static __attribute__((noinline)) void *realloc_unusual(void *p, size_t size, uin
   return q;
 }
 
+/* A boundary of a small class's slab that the slab has not carved yet: a
+ * block freed before its slab was given back, whose marks went with the
+ * slab's pages.  A large class's slab is its one block. */
+static bool uncarved(const void *p, uintptr_t cls) {
+  if (hk_class_is_large((unsigned)cls)) return false;
+  const hk_slab_t *s = hk_slab_of(p);
+  /* unlocked: the slab carves on meanwhile, but p's block, if the program
+   * holds it, was carved before the program had it */
+  return (const uint8_t *)p >= s->start + (size_t)__atomic_load_n(&s->carved, __ATOMIC_RELAXED) * s->block_size;
+}
+
 /* A class's block keeps its place while the new size fits its class and
  * does not waste more than half of it: most reallocs of a string or an
  * array that grows, here without a call or a frame (NULL's entry is 0). */
 void *hk_realloc(void *p, size_t size) {
   uintptr_t cls = class_in(hk_map_covers(p) ? hk_map_get(p) : 0);
   if (hk_unlikely(cls - 1 >= HK_NCLASS)) return realloc_unusual(p, size, cls);
-  if (!hk_on_boundary(p, cls) || hk_is_free(p) || hk_is_home(p) || hk_is_spare(p) ||
+  if (!hk_on_boundary(p, cls) || hk_is_free(p) || hk_is_home(p) || hk_is_spare(p) || uncarved(p, cls) ||
       (HAK_HARDENED && *hk_canary_at(p, cls) != hk_canary(p)))
     hk_misuse("realloc", p, cls);
   return hk_likely(size) ? realloc_small(p, hk_classes[cls].size - HK_CANARY, size) : realloc_unusual(p, 0, cls);
@@ -289,7 +301,7 @@ void hk_misuse(const char *call, const void *p, uintptr_t cls) {
     /* before a slab's first block: no block at all */
     size = (uint16_t)(uintptr_t)p < hk_classes[cls].first ? 0 : hk_classes[cls].size - HK_CANARY;
     live = !hk_on_boundary(p, cls);
-    if (HAK_HARDENED && !live && !hk_is_free(p) && !hk_is_home(p) && !hk_is_spare(p)) {
+    if (HAK_HARDENED && !live && !uncarved(p, cls) && !hk_is_free(p) && !hk_is_home(p) && !hk_is_spare(p)) {
       hk_message("hakmem: %s of %p: the block was overrun, its canary is overwritten (block size %zu)\n", call, p,
                  size);
       abort();

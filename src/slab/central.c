@@ -196,7 +196,7 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
     uint8_t *first = s->start + (size_t)s->carved * s->block_size;
     if (s->fresh) hk_slab_populate(s, first, (size_t)fresh * s->block_size);
     head = link_fresh(first, s->block_size, fresh, head);
-    s->carved = (uint16_t)(s->carved + fresh);
+    __atomic_store_n(&s->carved, (uint16_t)(s->carved + fresh), __ATOMIC_RELAXED);  /* realloc reads it unlocked */
     n += fresh;
   }
   hk_assert(s->nfree <= s->carved && s->carved <= s->capacity, "slab counts out of range");

@@ -8,7 +8,8 @@
  * handed out again, frees of pointers hakmem never handed out (stack, static
  * data, another mapping, a block boundary its slab has not handed out) and
  * of pointers inside blocks (small, large, huge),
- * and realloc of any of these.  A double free of a block still in a cache is
+ * and realloc of any of these (to 0 too), and of a block freed before its
+ * slab was given back and made anew.  A double free of a block still in a cache is
  * caught when malloc would hand it out a second time: the cases go on
  * allocating blocks of its size, and must not get that far. */
 #include "testutil.h"
@@ -288,6 +289,24 @@ static void realloc_freed_home(void) {
   free_opaque(q);
 }
 
+/* a block freed, its slab given back (malloc_trim), and a new slab in its
+ * place that has carved only its first page: the marks went with the pages */
+static void realloc_freed_slab_gone(void) {
+  char *v[300];
+  for (int i = 0; i < 300; i++) v[i] = xmalloc(48);
+  for (int i = 0; i < 300; i++) free_opaque(v[i]);
+  hak_thread_flush();
+  malloc_trim(0);
+  char *keep = xmalloc(48);
+  realloc_opaque(v[299], 40);
+  free_opaque(keep);
+}
+
+static void realloc_huge_interior_to_0(void) {
+  char *p = xmalloc(16 << 20);
+  realloc_opaque(p + 64, 0);
+}
+
 static void realloc_interior(void) {
   char *p = xmalloc(256);
   realloc_opaque(p + 32, 100);
@@ -355,7 +374,10 @@ static const misuse_t cases[] = {
     {"free(16 MiB block + 64)", huge_interior_near, "hakmem: free of 0x", NULL},
     {"realloc of a freed block", realloc_freed, "hakmem: realloc of 0x…, a block already freed", NULL},
     {"realloc of a freed block back in its slab", realloc_freed_home, "hakmem: realloc of 0x…, a block already freed", NULL},
+    {"realloc of a freed block whose slab was given back and made anew", realloc_freed_slab_gone,
+     "hakmem: realloc of 0x…, a block already freed", NULL},
     {"realloc(256-byte block + 32)", realloc_interior, "hakmem: realloc of 0x", NULL},
+    {"realloc(16 MiB block + 64, 0)", realloc_huge_interior_to_0, "hakmem: realloc of 0x…, inside a block", NULL},
     {"realloc(static array)", realloc_foreign, "hakmem: realloc of invalid pointer 0x", NULL},
     {"realloc(p, 0) of a freed block", realloc_freed_to_0, "hakmem: realloc of 0x…, a block already freed", NULL},
     {"realloc(static array, 0)", realloc_foreign_to_0, "hakmem: realloc of invalid pointer 0x", NULL},
