@@ -488,6 +488,10 @@ def main():
     tests = [t for t in all_tests if runner.hakmem or t.glibc]
     if args.names:
         tests = [t for t in tests if any(n in t.name for n in args.names)]
+        unmatched = [n for n in args.names if not any(n in t.name for t in tests)]
+        if unmatched:
+            print(f"run_tests.py: no test's name contains {', '.join(unmatched)}", file=sys.stderr)
+            return 2
     if args.list:
         for t in tests:
             print(f"{t.name:24} {t.build:8} {t.path}")

@@ -4,8 +4,8 @@
 /* mlockall, as a daemon guarding secrets or a real-time program calls it,
  * locks what the program uses, not the address space an allocator reserves
  * ahead (each case in a child process of its own):
- * - MCL_CURRENT | MCL_FUTURE: resident memory stays under 64 MiB, the call
- *   takes well under a second, and blocks of small sizes come and go;
+ * - MCL_CURRENT | MCL_FUTURE: resident memory stays under 64 MiB, and
+ *   blocks of small sizes come and go;
  * - MCL_CURRENT alone: blocks of 300 KiB and 3 MiB allocated afterwards are
  *   not locked, so they do not fill more than they use (under 64 MiB);
  * - free(NULL) on another thread all along the call does not fault.
@@ -25,12 +25,7 @@ static void check_rss(const char *when) {
 }
 
 static void current_and_future(void *arg) {
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
   CHECK_EQ(mlockall(MCL_CURRENT | MCL_FUTURE), 0);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-  CHECK_MSG(seconds < 1.0, "mlockall took %.3f s", seconds);
   check_rss("after mlockall(MCL_CURRENT | MCL_FUTURE)");
   void *p[1000];
   for (int round = 0; round < 10; round++) {

@@ -120,16 +120,16 @@ static int child(const char *name) {
   return hits > 200 ? 200 : (int)hits;
 }
 
-/* The number of parked blocks the taker got, or -1 if the threads could not
- * be pinned (a container may forbid it). */
+/* The number of parked blocks the taker got; the test is skipped if the
+ * threads could not be pinned (a container may forbid it). */
 static int run_case(const char *name) {
   child_result_t res;
   run_self(name, NULL, 60, &res);
   CHECK_MSG(WIFEXITED(res.status), "%s", res.err);
   int hits = WEXITSTATUS(res.status);
   if (hits == UNPINNED) {
-    NOTE("threads cannot be pinned to CPUs here: case left out");
-    return -1;
+    printf("skip: threads cannot be pinned to CPUs here\n");
+    exit(77);
   }
   printf("  freer/taker %s: %d of %d blocks had been parked on the other CPU\n", name, hits, TAKES);
   return hits;
@@ -155,8 +155,8 @@ static void written_block_in_lanes_is_reported(void) {
   child_result_t res;
   run_self("written/producer", NULL, 60, &res);
   if (WIFEXITED(res.status) && WEXITSTATUS(res.status) == UNPINNED) {
-    NOTE("threads cannot be pinned to CPUs here: case left out");
-    return;
+    printf("skip: threads cannot be pinned to CPUs here\n");
+    exit(77);
   }
   CHECK_MSG(WIFSIGNALED(res.status) && WTERMSIG(res.status) == SIGABRT, "%s: %s", describe_status(res.status), res.err);
   CHECK_MSG(strstr(res.err, "hakmem: double free of") != NULL, "%s", res.err);
@@ -172,8 +172,8 @@ int main(int argc, char **argv) {
     if (CPU_ISSET(c, &allowed)) cpus[n++] = c;
   if (argc > 1) return child(argv[1]);
   if (n < 2) {
-    NOTE("one CPU: nothing to test");
-    return 0;
+    printf("skip: one CPU\n");
+    return 77;
   }
   RUN(producer_leaves_taken_batches);
   RUN(producer_takes_spare_batches);

@@ -53,8 +53,9 @@ int main(void) {
     }
     int status;
     CHECK(waitpid(pid, &status, 0) == pid);
-    hung += WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
-    CHECK(WIFSIGNALED(status) || WEXITSTATUS(status) == 0);
+    bool alarm_rang = WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
+    hung += alarm_rang;
+    CHECK_MSG(alarm_rang || (WIFEXITED(status) && WEXITSTATUS(status) == 0), "a child: %s", describe_status(status));
   }
   atomic_store(&stop, true);
   pthread_join(s, NULL);
