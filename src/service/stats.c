@@ -4,7 +4,8 @@
  * derived from counters the slow paths keep (central caches' per-class
  * counts, thread caches' traffic, SuperSlab and huge-block totals) and from
  * thread caches read as they are: the fast paths count nothing but in the
- * observe build.  Output is formatted on the stack: nothing here allocates. */
+ * observe build.  Output is formatted on the stack, a snapshot mapped:
+ * nothing here calls malloc. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdarg.h>
@@ -34,11 +35,25 @@ static void front_into(hak_class_stats_t *cs, const hk_front_t *f) {
   cs->from_other_threads = f->from_others;
 }
 
+/* Taken by fork first, before the allocator's locks: the threads' survey
+ * (static: 6.5 KiB, which a monitoring thread's stack of PTHREAD_STACK_MIN
+ * cannot spare) and the rows of an exiting thread's traffic. */
+static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void hk_stats_fork_lock(void) { hk_lock(&stats_lock); }
+
+void hk_stats_fork_unlock(bool child) {
+  if (child) pthread_mutex_init(&stats_lock, NULL);
+  else hk_unlock(&stats_lock);
+}
+
 HK_EXPORT void hak_stats_get(hak_stats_t *s) {
+  static size_t cached[HK_NCLASS + 1];
+  static hk_front_t front[HK_NCLASS + 1];
   hk_process_init();
   memset(s, 0, sizeof *s);
-  size_t cached[HK_NCLASS + 1] = {0};
-  hk_front_t front[HK_NCLASS + 1];
+  hk_lock(&stats_lock);
+  memset(cached, 0, sizeof cached);
   hk_tcache_survey(cached, front, &s->threads);
   s->nclasses = HAK_NCLASSES;
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
@@ -58,6 +73,7 @@ HK_EXPORT void hak_stats_get(hak_stats_t *s) {
     s->thread_cached_bytes += cs->thread_cached * size;
     s->central_cached_bytes += cs->central_cached * size;
   }
+  hk_unlock(&stats_lock);
   hk_huge_counts(&s->huge_blocks, &s->huge_bytes, false);
   s->in_use_bytes += s->huge_bytes;
   /* what is seen here counts too: the slow paths report in steps (note_out, tcache.c) */
@@ -97,48 +113,63 @@ static bool class_seen(const hak_class_stats_t *c) {
   return c->slabs || c->slabs_made || c->misses || c->in_use || c->central_cached || c->hits;
 }
 
+/* A snapshot for the text and JSON forms: 11 KiB, mapped rather than on
+ * the caller's stack; NULL if there is no memory for it. */
+static hak_stats_t *snapshot(void) {
+  hak_stats_t *s = hk_os_map(sizeof *s);
+  if (s) hak_stats_get(s);
+  return s;
+}
+
 HK_EXPORT void hak_stats_print(hk_out_t out, void *arg) {
-  hak_stats_t s;
-  hak_stats_get(&s);
-  say(out, arg, "%s, %u thread%s with a cache\n", hak_version_string(), s.threads, s.threads == 1 ? "" : "s");
-  say(out, arg, "in use          %10.1f MiB (peak %.1f MiB, thread caches included)\n", mib(s.in_use_bytes),
-      mib(s.peak_in_use_bytes));
-  say(out, arg, "thread caches   %10.1f MiB\ncentral caches  %10.1f MiB\n", mib(s.thread_cached_bytes),
-      mib(s.central_cached_bytes));
-  say(out, arg, "huge blocks     %10zu      (%.1f MiB)\n", s.huge_blocks, mib(s.huge_bytes));
-  say(out, arg, "committed       %10.1f MiB (%.1f MiB of it free, to be given back)\n", mib(s.committed_bytes),
-      mib(s.free_resident_bytes));
-  say(out, arg, "mapped          %10.1f MiB (peak %.1f MiB)\nresident (RSS)  %10.1f MiB\n", mib(s.mapped_bytes),
-      mib(s.peak_mapped_bytes), mib(s.resident_bytes));
-  say(out, arg, "OS calls        mmap %llu, munmap %llu, madvise %llu, mremap %llu\n", s.mmap_calls, s.munmap_calls,
-      s.madvise_calls, s.mremap_calls);
+  hak_stats_t *s = snapshot();
+  if (!s) {
+    say(out, arg, "hakmem: statistics: no memory for them\n");
+    return;
+  }
+  say(out, arg, "%s, %u thread%s with a cache\n", hak_version_string(), s->threads, s->threads == 1 ? "" : "s");
+  say(out, arg, "in use          %10.1f MiB (peak %.1f MiB, thread caches included)\n", mib(s->in_use_bytes),
+      mib(s->peak_in_use_bytes));
+  say(out, arg, "thread caches   %10.1f MiB\ncentral caches  %10.1f MiB\n", mib(s->thread_cached_bytes),
+      mib(s->central_cached_bytes));
+  say(out, arg, "huge blocks     %10zu      (%.1f MiB)\n", s->huge_blocks, mib(s->huge_bytes));
+  say(out, arg, "committed       %10.1f MiB (%.1f MiB of it free, to be given back)\n", mib(s->committed_bytes),
+      mib(s->free_resident_bytes));
+  say(out, arg, "mapped          %10.1f MiB (peak %.1f MiB)\nresident (RSS)  %10.1f MiB\n", mib(s->mapped_bytes),
+      mib(s->peak_mapped_bytes), mib(s->resident_bytes));
+  say(out, arg, "OS calls        mmap %llu, munmap %llu, madvise %llu, mremap %llu\n", s->mmap_calls, s->munmap_calls,
+      s->madvise_calls, s->mremap_calls);
   say(out, arg, "%5s %8s %10s %8s %8s %6s %10s %9s %9s %10s %8s %10s\n", "class", "size", "in use", "thread",
       "central", "slabs", "hits", "misses", "overflows", "moved", "parked", "others");
-  for (unsigned i = 0; i < s.nclasses; i++) {
-    const hak_class_stats_t *c = &s.classes[i];
+  for (unsigned i = 0; i < s->nclasses; i++) {
+    const hak_class_stats_t *c = &s->classes[i];
     if (!class_seen(c)) continue;
     say(out, arg, "%5u %8zu %10zu %8zu %8zu %6zu %10llu %9llu %9llu %10llu %8llu %10llu\n", i + 1, c->block_size,
         c->in_use, c->thread_cached, c->central_cached, c->slabs, c->hits, c->misses, c->overflows, c->moved,
         c->parked_hits, c->from_other_threads);
   }
+  hk_os_unmap(s, hk_align_up(sizeof *s, HK_PAGE_SIZE));
 }
 
 HK_EXPORT void hak_stats_json(hk_out_t out, void *arg) {
-  hak_stats_t s;
-  hak_stats_get(&s);
+  hak_stats_t *s = snapshot();
+  if (!s) {
+    say(out, arg, "{\"error\":\"no memory for the statistics\"}\n");
+    return;
+  }
   say(out, arg,
       "{\"version\":\"%s\",\"threads\":%u,\"in_use_bytes\":%zu,\"peak_in_use_bytes\":%zu,"
       "\"thread_cached_bytes\":%zu,\"central_cached_bytes\":%zu,\"huge_blocks\":%zu,\"huge_bytes\":%zu,",
-      hak_version_string(), s.threads, s.in_use_bytes, s.peak_in_use_bytes, s.thread_cached_bytes,
-      s.central_cached_bytes, s.huge_blocks, s.huge_bytes);
+      hak_version_string(), s->threads, s->in_use_bytes, s->peak_in_use_bytes, s->thread_cached_bytes,
+      s->central_cached_bytes, s->huge_blocks, s->huge_bytes);
   say(out, arg,
       "\"committed_bytes\":%zu,\"free_resident_bytes\":%zu,\"mapped_bytes\":%zu,\"peak_mapped_bytes\":%zu,"
       "\"resident_bytes\":%zu,\"os_calls\":{\"mmap\":%llu,\"munmap\":%llu,\"madvise\":%llu,\"mremap\":%llu},"
       "\"classes\":[",
-      s.committed_bytes, s.free_resident_bytes, s.mapped_bytes, s.peak_mapped_bytes, s.resident_bytes, s.mmap_calls,
-      s.munmap_calls, s.madvise_calls, s.mremap_calls);
-  for (unsigned i = 0; i < s.nclasses; i++) {
-    const hak_class_stats_t *c = &s.classes[i];
+      s->committed_bytes, s->free_resident_bytes, s->mapped_bytes, s->peak_mapped_bytes, s->resident_bytes,
+      s->mmap_calls, s->munmap_calls, s->madvise_calls, s->mremap_calls);
+  for (unsigned i = 0; i < s->nclasses; i++) {
+    const hak_class_stats_t *c = &s->classes[i];
     say(out, arg,
         "%s{\"class\":%u,\"block_size\":%zu,\"in_use\":%zu,\"thread_cached\":%zu,\"central_cached\":%zu,"
         "\"slabs\":%zu,\"hits\":%llu,\"misses\":%llu,\"overflows\":%llu,\"moved\":%llu,\"parked_hits\":%llu,"
@@ -147,6 +178,7 @@ HK_EXPORT void hak_stats_json(hk_out_t out, void *arg) {
         c->misses, c->overflows, c->moved, c->parked_hits, c->from_other_threads, c->slabs_made);
   }
   say(out, arg, "]}\n");
+  hk_os_unmap(s, hk_align_up(sizeof *s, HK_PAGE_SIZE));
 }
 
 /* The front metrics as CSV, a row per size class, empty where a figure is not
@@ -165,24 +197,13 @@ static void front_csv(const char *who, const hak_stats_t *s, bool process) {
   }
 }
 
-/* Threads print their traffic one at a time (the table is too big for a
- * thread's stack); fork takes the lock first, before the allocator's. */
-static pthread_mutex_t front_print_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void hk_stats_fork_lock(void) { hk_lock(&front_print_lock); }
-
-void hk_stats_fork_unlock(bool child) {
-  if (child) pthread_mutex_init(&front_print_lock, NULL);
-  else hk_unlock(&front_print_lock);
-}
-
 _Static_assert(HAK_NCLASSES == HK_NCLASS, "the statistics have a row per class");
 
 /* One thread's traffic, when it exits (HAKMEM_TINY_FRONT_DUMP). */
 void hk_front_print(const char *who, const hk_front_t *front) {
   static hak_stats_t s;
   char name[48];
-  hk_lock(&front_print_lock);
+  hk_lock(&stats_lock);  /* one thread's table at a time: too big for its stack */
   memset(&s, 0, sizeof s);
   s.nclasses = HAK_NCLASSES;
   for (unsigned c = 1; c <= HK_NCLASS; c++) {
@@ -192,7 +213,7 @@ void hk_front_print(const char *who, const hk_front_t *front) {
   }
   snprintf(name, sizeof name, "%s %ld", who, (long)hk_os_tid());
   front_csv(name, &s, false);
-  hk_unlock(&front_print_lock);
+  hk_unlock(&stats_lock);
 }
 
 void hk_os_stats_print(void) {

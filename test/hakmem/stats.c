@@ -7,7 +7,8 @@
  * are hak_os_stats's, RSS is the kernel's; the text, JSON and CSV forms and
  * the glibc calls (mallinfo2, mallinfo, malloc_stats, malloc_info, mallopt)
  * give hakmem's figures; HAKMEM_STATS and HAKMEM_TINY_FRONT_METRICS print at
- * exit; a thread reading the statistics while others allocate is safe. */
+ * exit; a thread reading the statistics while others allocate is safe,
+ * and so is one on a stack of PTHREAD_STACK_MIN. */
 #include "testutil.h"
 
 #include <malloc.h>
@@ -213,6 +214,38 @@ static void text_and_json(void) {
   CHECK_EQ(depth, 0);
   CHECK(strstr(text, "\"in_use_bytes\":") && strstr(text, "\"classes\":[{\"class\":1,\"block_size\":"));
   free(p);
+}
+
+/* A monitoring thread on the smallest stack a thread may have reads
+ * them in every form (the snapshot is too big for its stack). */
+static void *read_on_small_stack(void *arg) {
+  size_t *lengths = arg;
+  text_len = 0;
+  hak_stats_print(collect, NULL);
+  lengths[0] = text_len;
+  text_len = 0;
+  hak_stats_json(collect, NULL);
+  lengths[1] = text_len;
+  hak_stats_t *s = malloc(sizeof *s);
+  CHECK(s != NULL);
+  hak_stats_get(s);
+  lengths[2] = s->in_use_bytes;
+  free(s);
+  return NULL;
+}
+
+static void small_stack(void) {
+  pthread_attr_t attr;
+  pthread_t t;
+  size_t lengths[3] = {0, 0, 0};
+  CHECK_EQ(pthread_attr_init(&attr), 0);
+  CHECK_EQ(pthread_attr_setstacksize(&attr, PTHREAD_STACK_MIN), 0);
+  CHECK_EQ(pthread_create(&t, &attr, read_on_small_stack, lengths), 0);
+  CHECK_EQ(pthread_join(t, NULL), 0);
+  pthread_attr_destroy(&attr);
+  printf("  on a stack of %zu bytes: %zu and %zu bytes of text and JSON, %zu bytes in use\n",
+         (size_t)PTHREAD_STACK_MIN, lengths[0], lengths[1], lengths[2]);
+  CHECK(lengths[0] > 0 && lengths[1] > 0 && lengths[2] > 0);
 }
 
 static void glibc_calls(void) {
@@ -635,6 +668,7 @@ int main(int argc, char **argv) {
   RUN(large_cache_grows);
   RUN(os_figures);
   RUN(text_and_json);
+  RUN(small_stack);
   RUN(glibc_calls);
   RUN(fewer_arenas);
   RUN(peak_never_wraps);
