@@ -17,7 +17,8 @@
  *   uordblks  bytes in use in blocks up to 1 MiB
  *   fordblks  the rest of arena: cached in thread and central caches, free
  *             resident units, and slab space not yet cut into blocks
- *   keepcost  bytes free and resident that malloc_trim would give back */
+ *   keepcost  free units still resident, waiting for the purge schedule
+ *             (malloc_trim gives them back, and the caches' blocks besides) */
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>

@@ -543,7 +543,7 @@ HK_EXPORT size_t hak_heap_check(void) {
   hk_tcache_t *tc = &hk_tc;
   size_t walked = 0;
   if (tc->state == HK_TC_ACTIVE)
-    for (unsigned cls = 1; cls < HK_FIRST_LARGE_CLASS; cls++) {
+    for (unsigned cls = 1; cls <= HK_NCLASS; cls++) {
       unsigned count = (unsigned)(tc->cap[cls] - tc->room[cls]);
       unsigned n = hk_chain_length(tc->head[cls], count + 1);
       if (n != count) hk_fatal("heap check: thread cache list and room", tc->head[cls]);
