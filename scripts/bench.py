@@ -134,12 +134,13 @@ def raw_rows(runs):
                    "wall_s": f"{r.wall:.6f}", "maxrss_kb": r.maxrss_kb, "minflt": r.minflt}
 
 
-def method(opts, tools):
+def method(opts, tools, nallocs):
     """How the figures of a report were taken, for the report."""
     text = [
         f"{opts.runs} runs of each benchmark under each allocator ({opts.size} sizes), one process at a time, "
         "the allocators interleaved in rounds, each round in another order (the rows of a Williams square, "
-        "A B E C D, B A C E D, ... for five: none always runs right after the same one); "
+        "A B E C D, B A C E D, ... for five: none always runs right after the same one)"
+        f"{interleaved.balance_note(nallocs, opts.runs)}; "
         "single-threaded benchmarks pinned to one CPU, the same for all (the `cpu` column of results.csv and "
         "runs.csv), by the affinity the benchmark is spawned with: no other program runs before it under the "
         "allocator, where GNU time would count it too.  "
@@ -178,7 +179,7 @@ def write_report(opts, m):
                             lambda r: r["median_maxrss_kb"] and r["median_maxrss_kb"] / 1024, log=True):
             chart_list.append(("rss.svg", "peak RSS"))
 
-    md = report.markdown(f"hakmem benchmarks {stamp}", machine.describe(ROOT, m.allocs), method(opts, m.tools),
+    md = report.markdown(f"hakmem benchmarks {stamp}", machine.describe(ROOT, m.allocs), method(opts, m.tools, len(m.allocs)),
                          m.rows, chart_list, m.failures)
     if m.returned:
         command, results = m.returned

@@ -52,6 +52,12 @@ def is_hakmem(name):
     return name == "hakmem" or profile_of(name) is not None
 
 
+def is_peer(name):
+    """An allocator hakmem is compared with: neither hakmem nor NAME-prof (a
+    profiler's cost, shown beside its allocator)."""
+    return not is_hakmem(name) and not name.endswith("-prof")
+
+
 def hakmem(preload, profile=None):
     """hakmem (the library at preload), or hakmem-PROFILE: under that profile."""
     if profile is None:

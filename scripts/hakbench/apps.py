@@ -72,8 +72,9 @@ APPS = (
          ("db_bench", "--benchmarks=readrandom,readwhilewriting", "--use_existing_db=1", "--num={num}",
           "--reads={reads}", "--value_size=200", "--threads=2", "--db={run}/db")),
         {"full": {"num": 300000, "reads": 60000}, "quick": {"num": 20000, "reads": 5000}}),
-    App("rocksdb-fillrandom", "db_bench: fillrandom of 300k keys of 200 B, one thread, on local disk",
-        ("rocksdb-tools",), ("db_bench",), 1,
+    App("rocksdb-fillrandom", "db_bench: fillrandom of 300k keys of 200 B, one writing thread (RocksDB flushes "
+        "and compacts on threads of its own: two CPUs), on local disk",
+        ("rocksdb-tools",), ("db_bench",), 2,
         (("db_bench", "--benchmarks=fillrandom", "--num={num}", "--value_size=200", "--threads=1", "--db={run}/db"),),
         {"full": {"num": 300000}, "quick": {"num": 20000}}),
     *(App(f"rocksdb-cache-{label}",
@@ -393,7 +394,11 @@ def resolution_note(group):
     if worst is None:
         return [f"Resolution: none (one run each; {TARGET_PCT:g} % needs 5 rounds or more)."]
     verdict = "reached" if worst <= TARGET_PCT else "not reached: more rounds, or a quieter machine"
-    lines = [f"Resolution: ±{worst:.1f} % at worst (target {TARGET_PCT:g} %: {verdict})."]
+    fewest = min(r["runs"] for r in group if r["resolution_pct"] is not None)
+    held = 1 - 2 / 2 ** fewest  # the least and the most, the widest interval there is
+    weak = (f"; with {fewest} runs the range holds the median with only {held * 100:.0f} % confidence, not "
+            f"{CONFIDENCE * 100:.0f} %") if held < CONFIDENCE else ""
+    lines = [f"Resolution: ±{worst:.1f} % at worst (target {TARGET_PCT:g} %: {verdict}){weak}."]
     noise = max((r["vs_hakmem_noise_pct"] for r in group if r.get("vs_hakmem_noise_pct") is not None), default=None)
     if noise is not None:
         verdict = "reached" if noise <= TARGET_PCT else "not reached"
@@ -406,7 +411,8 @@ def method(m):
     return "  ".join([
         f"{m.rounds} run{'s' * (m.rounds != 1)} of each program under each allocator ({m.size} sizes), one at a "
         "time, the allocators interleaved in rounds, each round in another order (the rows of a Williams square, "
-        "as make bench's: none always runs right after the same one).  Every allocator runs the same Debian "
+        "as make bench's: none always runs right after the same one)"
+        f"{interleaved.balance_note(len(m.allocs), m.rounds)}.  Every allocator runs the same Debian "
         "binaries: hakmem, the peers and those given by path with LD_PRELOAD, glibc with nothing preloaded.  "
         "A program of one thread runs pinned to one CPU, a program of two threads or more to two, the same for "
         "every allocator (the `cpu` column), by the affinity it is spawned with.  Each run gets a fresh "
@@ -415,12 +421,12 @@ def method(m):
         "Wall time: the program's steps from spawn to exit, added up (for memcached, the load's); median, least "
         "and most, interquartile range, and the resolution: half the width of a distribution-free interval of "
         f"the median holding it with {CONFIDENCE:.0%} confidence or more (the k-th smallest to the k-th largest "
-        "run: for 5 rounds the least and the most, 94 %), relative to the median: a difference between two "
-        "allocators' medians larger than both their resolutions is not the runs' scatter.  `vs fastest`: the "
-        "median over the least median of all allocators.  `vs hakmem %`: the allocator's time against hakmem's "
-        "round by round, the mean of the rounds' ratios less 1 (above 0: hakmem is faster), and two standard "
-        "errors of that mean, below which a difference can be chance; a spell of the machine that slows both "
-        "runs of a round leaves their ratio alone, so this resolves finer than the medians.",
+        "run: for 5 to 8 rounds the least and the most, 94-99 %), relative to the median: two allocators whose "
+        "ranges (min-max) do not overlap differ beyond the runs' scatter.  `vs fastest`: the median over the "
+        "least median of all allocators.  `vs hakmem %`: the allocator's time against hakmem's round by round, "
+        "the mean of the rounds' ratios less 1 (above 0: hakmem is faster), and the half-width of its 95 % "
+        "confidence interval (Student's t), below which a difference can be chance; a spell of the machine that "
+        "slows both runs of a round leaves their ratio alone, so this resolves finer than the medians.",
         "Peak RSS (the largest of the steps' processes) and page faults (minor and major, all processes added "
         "up) by GNU time, which runs without the allocator, medians." if "time" in m.tools
         else "No peak RSS nor page faults: GNU time is not installed.",

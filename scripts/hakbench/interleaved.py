@@ -22,6 +22,23 @@ def _williams_row(n, shift):
     return [(x + shift) % n for x in first]
 
 
+def full_squares(n, rounds):
+    """Rounds that complete the squares of n items (len(items) for an even
+    count, twice that for an odd one), in which every item comes after every
+    other equally often; fewer or more leave that balance partial."""
+    period = n if n % 2 == 0 else 2 * n
+    return n < 2 or rounds % period == 0
+
+
+def balance_note(n, rounds):
+    """A clause for a report's method: whether the rounds complete the squares."""
+    if full_squares(n, rounds):
+        return ""
+    period = n if n % 2 == 0 else 2 * n
+    return (f" (with {n} allocators the order is balanced over {period} rounds; over {rounds} it is balanced only "
+            "in part: some follow others more often than the rest)")
+
+
 def order(items, i):
     """The order of `items` in round i (from 0): rows of a Williams square
     (a balanced Latin square), each item first once in len(items) rounds,
@@ -71,13 +88,24 @@ def timed(argv, contenders, runs, timeout):
     return samples, fields
 
 
+# Student's t, two-sided 95 %, by degrees of freedom (the last for 60 and more).
+T95 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13, 2.12, 2.11,
+       2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04)
+
+
+def t95(df):
+    return T95[df - 1] if df <= len(T95) else 2.02 if df < 60 else 2.00
+
+
 def difference(a, b):
     """(delta, noise), in %, of runs b against runs a taken in the same
-    rounds: the mean of the rounds' ratios b/a, less 1, and two standard
-    errors of that mean, below which a difference can be chance (None with
+    rounds: the mean of the rounds' ratios b/a, less 1, and the half-width
+    of its 95 % confidence interval (Student's t: 2.26 standard errors at 10
+    rounds, 2.78 at 5), below which a difference can be chance (None with
     fewer than two rounds: no spread to measure).  A drift of the machine
     moves both runs of a round and leaves their ratio alone."""
     ratios = [y / x for x, y in zip(a, b)]
     delta = 100.0 * (statistics.fmean(ratios) - 1.0)
-    noise = 200.0 * statistics.stdev(ratios) / math.sqrt(len(ratios)) if len(ratios) > 1 else None
+    n = len(ratios)
+    noise = 100.0 * t95(n - 1) * statistics.stdev(ratios) / math.sqrt(n) if n > 1 else None
     return delta, noise

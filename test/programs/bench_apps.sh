@@ -63,14 +63,14 @@ PY
 grep -q '^sqlite3  *hakmem  *[0-9.]*  ' "$work/out" || { cat "$work/out"; fail "no table on the terminal"; }
 
 # the comparison with hakmem round by round: pairs of runs that both ran,
-# the mean ratio less 1 and two standard errors, none for hakmem itself
+# the mean ratio less 1 and its 95 % interval, none for hakmem itself
 PYTHONPATH="$root/scripts" python3 - <<'PY' || fail "apps.paired"
 from hakbench import apps, runner
 ok = lambda wall: runner.Run("ok", wall=wall)
 runs = {("p", "hakmem"): [ok(1.0), ok(2.0), ok(1.0), ok(4.0)],
         ("p", "other"): [ok(1.1), ok(2.4), runner.Run("timed out"), ok(4.0)]}
 delta, noise = apps.paired(runs, "p", "other")
-assert abs(delta - 10.0) < 1e-9 and abs(noise - 200 * 0.1 / 3 ** 0.5) < 1e-9, (delta, noise)
+assert abs(delta - 10.0) < 1e-9 and abs(noise - 100 * 4.30 * 0.1 / 3 ** 0.5) < 1e-9, (delta, noise)  # t at 2 degrees of freedom
 assert apps.paired(runs, "p", "hakmem") == (None, None)
 assert apps.paired({("p", "hakmem"): [ok(1.0)], ("p", "other"): [ok(2.0)]}, "p", "other") == (None, None)
 PY

@@ -7,7 +7,8 @@
 # a path that is not a preloadable shared object; scripts/compare tells a
 # real difference between two result directories from noise, and warns of a
 # benchmark pinned differently; the rounds' order puts every allocator after
-# every other one.
+# every other one; scripts/perfdoc counts no NAME-prof as a peer, leaves
+# out a row a peer never finished, and tells a lead beyond the noise.
 # shellcheck source-path=SCRIPTDIR source=../lib/common.sh
 . "$(dirname "$0")/../lib/common.sh"
 
@@ -160,4 +161,31 @@ refused "name of a built-in allocator" "hakmem-lean=$HAKMEM_LIB"
 refused "unknown allocator hakmem-fast" "hakmem-fast"
 refused "unknown allocator nosuch" "hakmem,nosuch"
 
-echo "compare: faster, same, too few runs, warnings (arguments, pinning, drift); rounds in a balanced order; bench.py ran and described an allocator given by path"
+# --- scripts/perfdoc on made-up results: NAME-prof is no peer, a row a
+# peer never finished is left out and named, the noise is told apart ---
+mkdir -p "$work/doc"
+{
+  echo "bench,allocator,runs,failed,median_ops_per_sec,median_maxrss_kb"
+  echo "a,hakmem,5,0,102000000,2048"
+  echo "a,glibc,5,0,74000000,1024"
+  echo "a,jemalloc-prof,5,0,150000000,4096"
+  echo "b,hakmem,5,0,201000000,1024"
+  echo "b,glibc,5,0,200000000,1024"
+  echo "c,hakmem,5,0,50000000,1024"
+  echo "c,glibc,0,5,,"
+} > "$work/doc/results.csv"
+{
+  echo "$header"
+  runs a hakmem 2 100 101 102 103 104
+  runs a glibc 1 70 72 74 76 78
+  runs a jemalloc-prof 4 150 150 150 150 150
+  runs b hakmem 1 199 200 201 202 203
+  runs b glibc 1 198 199 200 201 202
+} > "$work/doc/runs.csv"
+python3 "$root/scripts/perfdoc" "$work/doc" > "$work/doc.md" || fail "perfdoc failed"
+grep -q '^| hakmem | 2 of 2 (1 beyond the noise, behind beyond it on 0) |' "$work/doc.md" ||
+  { cat "$work/doc.md"; fail "perfdoc: the summary"; }
+grep -q '^Not compared, since hakmem or a peer finished no run of them: c\.$' "$work/doc.md" ||
+  fail "perfdoc: the row a peer never finished"
+
+echo "compare: faster, same, too few runs, warnings (arguments, pinning, drift); rounds in a balanced order; bench.py ran and described an allocator given by path; perfdoc's summary"
