@@ -61,8 +61,8 @@ void hak_thread_flush(void);
  * now rather than on the purge schedule.  1 if any memory was, else 0. */
 int hak_malloc_trim(size_t pad);
 /* Walks the calling thread's cache, every size class's slabs, every
- * parked batch of blocks up to 32 KiB and the spare larger blocks (up to
- * 1 MiB), under their locks, and checks that
+ * parked batch of blocks up to 32 KiB and the spare larger blocks (32-256
+ * KiB), under their locks, and checks that
  * each list's length agrees with its count and that each block belongs where
  * it is; a mismatch (heap corruption) ends in a `hakmem:` line and abort().
  * Returns the free blocks walked.  For tests and debugging: it takes time in

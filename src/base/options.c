@@ -31,7 +31,7 @@ const hk_option_t hk_option_table[] = {
     {"HAKMEM_PURGE_DELAY_MS", FIELD(purge_delay_ms), HK_OPT_UINT, {1000, 100, 20}, 3600000, NULL,
      "free memory unused for this long (up to twice as long) is given back to the OS; 0: at once"},
     {"HAKMEM_BACKGROUND_PURGE", FIELD(background_purge), HK_OPT_BOOL, {0, 1, 1}, 1, NULL,
-     "a thread of hakmem's gives free memory back while the program is idle (started once 4 MiB wait)"},
+     "a thread of hakmem's gives free memory back while the program is idle (started once the heap has held 4 MiB)"},
     {"HAKMEM_WARM_POOL_SIZE", FIELD(warm_pool_size), HK_OPT_UINT, {4, 2, 0}, 1024, NULL,
      "empty 4 MiB SuperSlabs kept mapped per arena (their pages are given back all the same)"},
     {"HAKMEM_SS_MEM_LEAN", FIELD(mem_lean), HK_OPT_BOOL, {0, 0, 1}, 1, NULL,

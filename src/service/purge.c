@@ -5,7 +5,7 @@
  * reused within the delay is never touched.  Ticks run on the slow paths
  * (whoever finds one due takes it), or, with HAKMEM_BACKGROUND_PURGE, on a
  * thread of their own, which runs them while the program idles too, started
- * once 4 MiB of free memory wait (small programs never see it).  In lean
+ * by a malloc once the heap has held 4 MiB (small programs never see it).  In lean
  * mode, free resident memory above a cap goes back at once (as each thread
  * sees it: lean_view).  The cap starts at the target and learns: when within
  * four purge delays of a trim the program took back, at once or page fault by
