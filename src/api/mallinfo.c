@@ -137,6 +137,6 @@ HK_EXPORT int mallopt(int param, int value) {
       return 1;
   }
 }
-int __libc_mallopt(int param, int value) __attribute__((alias("mallopt"), visibility("default")));
+int __libc_mallopt(int param, int value) __THROW __attribute__((alias("mallopt"), visibility("default")));
 
 #endif

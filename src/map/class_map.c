@@ -145,7 +145,7 @@ void hk_class_map_init(const uint32_t *magic_words, const uint64_t *first_words)
     size_t first = HK_PAGE_SIZE + page;
     hk_os_munlock(map, bytes);
     if (!hk_os_protect_as(map, bytes, PROT_READ) || !hk_os_protect_as(map, first, PROT_READ | PROT_WRITE)) {
-      hk_os_unmap(map, with_space ? bytes + space : bytes);
+      hk_os_unreserve(map, with_space ? bytes + space : bytes);
       continue;
     }
     set_writable(0, hk_align_up(first, page) / 4096, true);

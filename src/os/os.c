@@ -43,9 +43,9 @@ static void *map_at(void *hint, size_t size, int extra_flags) {
   return map_prot(hint, size, PROT_READ | PROT_WRITE, extra_flags, NULL);
 }
 
-static void unmap_raw(void *p, size_t size) {
+static bool unmap_raw(void *p, size_t size) {
   atomic_fetch_add_explicit(&n_munmap, 1, memory_order_relaxed);
-  hk_keep_errno(munmap(p, size));
+  return hk_keep_errno(munmap(p, size)) == 0;
 }
 
 static uintptr_t ceiling = UINTPTR_MAX;  /* mappings must end below it (the class map's) */
@@ -75,7 +75,7 @@ static uint8_t *map_below(uintptr_t top, size_t size, size_t alignment, size_t o
   uint8_t *p = NULL;
   bool no_room = false;
   for (uintptr_t at = (top - size + offset) / alignment * alignment - offset, tries = 0;
-       !p && !no_room && at >= alignment && tries < 4096; at = at >= step ? at - step : 0, tries++)
+       !p && !no_room && at >= HK_UNIT_SIZE && at <= top && tries < 4096; at = at >= step ? at - step : 0, tries++)
     p = map_exactly(at, size, &no_room);
   return p;
 }
@@ -99,7 +99,8 @@ void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
   uintptr_t hint = atomic_load_explicit(&next_aligned_hint, memory_order_relaxed);
   uintptr_t step = hk_align_up(size, alignment);
   uint8_t *p = NULL;
-  if (hint >= step) p = map_exactly((hint - step + offset) / alignment * alignment - offset, size, NULL);
+  uintptr_t below = hint >= step ? (hint - step + offset) / alignment * alignment - offset : 0;
+  if (below >= HK_UNIT_SIZE && below < hint) p = map_exactly(below, size, NULL);  /* not page 0, nor wrapped */
   size_t over = size + alignment - HK_PAGE_SIZE;
   if (over < size) return NULL;
   uint8_t *raw = p ? NULL : map_at(NULL, over, 0);
@@ -223,8 +224,8 @@ static bool space_give(void *p, size_t size) {
 
 void hk_os_unmap(void *p, size_t size) {
   if (space_give(p, size)) return;
-  unmap_raw(p, size);
-  atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
+  if (unmap_raw(p, size)) atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
+  else hk_os_discard(p, size);  /* a split refused (vm.max_map_count): its pages go, the range stays, counted */
 }
 
 /* Resizes a mapping in place, or with `target` (a mapping of new_size made by
@@ -355,6 +356,8 @@ unsigned hk_os_cpus(void) {
 void *hk_os_reserve(size_t size) {
   return map_prot(NULL, size, PROT_NONE, MAP_NORESERVE, NULL);
 }
+
+void hk_os_unreserve(void *p, size_t size) { unmap_raw(p, size); }
 
 bool hk_os_protect_as(void *p, size_t size, int prot) { return hk_keep_errno(mprotect(p, size, prot)) == 0; }
 

@@ -14,7 +14,8 @@ HK_HIDDEN void hk_os_space_init(void *start, size_t size);
 HK_HIDDEN void *hk_os_space_take(size_t size);  /* HK_SS_SIZE or HK_REGION_SIZE; NULL if none free */
 HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target);
 HK_HIDDEN size_t hk_os_page_size(void);
-HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, inaccessible */
+HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, inaccessible, not counted as mapped */
+HK_HIDDEN void hk_os_unreserve(void *p, size_t size);  /* hk_os_reserve's, given back */
 HK_HIDDEN bool hk_os_protect_as(void *p, size_t size, int prot);    /* mprotect: PROT_* */
 HK_HIDDEN void hk_os_munlock(void *p, size_t size);
 HK_HIDDEN void hk_os_space_unlock_untaken(void);           /* after mlockall without MCL_FUTURE */
