@@ -223,6 +223,7 @@ static bool space_give(void *p, size_t size) {
 }
 
 void hk_os_unmap(void *p, size_t size) {
+  size = hk_align_up(size, HK_PAGE_SIZE);  /* as hk_os_map counted it */
   if (space_give(p, size)) return;
   if (unmap_raw(p, size)) atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
   else hk_os_discard(p, size);  /* a split refused (vm.max_map_count): its pages go, the range stays, counted */

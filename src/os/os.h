@@ -8,7 +8,7 @@
 
 HK_HIDDEN void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset);
 HK_HIDDEN void *hk_os_map(size_t size);  /* read-write where the kernel puts it, off the aligned mappings' way */
-HK_HIDDEN void hk_os_unmap(void *p, size_t size);  /* a slot of the space goes back to it */
+HK_HIDDEN void hk_os_unmap(void *p, size_t size);  /* size as given to the map; a slot of the space goes back to it */
 #define HK_SPACE_SIZE ((size_t)1 << 30)           /* reserved with the class map when it can be */
 HK_HIDDEN void hk_os_space_init(void *start, size_t size);
 HK_HIDDEN void *hk_os_space_take(size_t size);  /* HK_SS_SIZE or HK_REGION_SIZE; NULL if none free */

@@ -148,7 +148,7 @@ HK_EXPORT void hak_stats_print(hk_out_t out, void *arg) {
         c->in_use, c->thread_cached, c->central_cached, c->slabs, c->hits, c->misses, c->overflows, c->moved,
         c->parked_hits, c->from_other_threads);
   }
-  hk_os_unmap(s, hk_align_up(sizeof *s, HK_PAGE_SIZE));
+  hk_os_unmap(s, sizeof *s);
 }
 
 HK_EXPORT void hak_stats_json(hk_out_t out, void *arg) {
@@ -178,7 +178,7 @@ HK_EXPORT void hak_stats_json(hk_out_t out, void *arg) {
         c->misses, c->overflows, c->moved, c->parked_hits, c->from_other_threads, c->slabs_made);
   }
   say(out, arg, "]}\n");
-  hk_os_unmap(s, hk_align_up(sizeof *s, HK_PAGE_SIZE));
+  hk_os_unmap(s, sizeof *s);
 }
 
 /* The front metrics as CSV, a row per size class, empty where a figure is not

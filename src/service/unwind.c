@@ -284,13 +284,18 @@ static int rule_at(uintptr_t pc, rule_t *r, unsigned seen) {
   return found;
 }
 
+/* Every slot emptied, by the holder of `making`. */
+static void forget_rules(void) {
+  unsigned odd = write_begin();
+  for (size_t i = 0; i < RULES + RULE_PROBES; i++) __atomic_store_n(&rules[i].pc, 0, __ATOMIC_RELEASE);
+  write_end(odd);
+}
+
 /* A thread that was writing a slot is not in the child: the slots are
  * emptied rather than trusted. */
 void hk_unwind_forked(void) {
   making = false;
-  if (!(epoch & 1)) return;
-  for (size_t i = 0; i < RULES + RULE_PROBES; i++) rules[i].pc = 0;
-  epoch++;
+  if (epoch & 1) epoch++, forget_rules();
 }
 
 /* The rules go before the object does (an object still in use stays, and
@@ -302,9 +307,7 @@ HK_EXPORT int dlclose(void *handle) {
   if (!call) __atomic_store_n(&next, call = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose"), __ATOMIC_RELAXED);
   if (__atomic_load_n(&any_kept, __ATOMIC_RELAXED)) {
     while (__atomic_exchange_n(&making, true, __ATOMIC_ACQUIRE)) hk_pause();
-    unsigned odd = write_begin();
-    for (size_t i = 0; i < RULES + RULE_PROBES; i++) __atomic_store_n(&rules[i].pc, 0, __ATOMIC_RELEASE);
-    write_end(odd);
+    forget_rules();
     __atomic_store_n(&making, false, __ATOMIC_RELEASE);
   }
   return call ? call(handle) : 0;  /* none in a static program: the object stays */
