@@ -47,6 +47,11 @@ SUITE = (
         Bench(f"patterns-{p}", "patterns", (p, 1000, 20000, 1), (p, 1000, 5000, 1), (p, 100, 10, 1))
         for p in ("lifo", "fifo", "interleave", "random")
     ),
+    # a structure of a million blocks (about 70 MiB) built, then freed whole, in the order built or a random one
+    *(
+        Bench(f"patterns-{p}-1M", "patterns", (p, 1000000, 8, 1), (p, 1000000, 1, 1), (p, 2000, 2, 1))
+        for p in ("fifo", "random")
+    ),
     Bench("mixed_large", "mixed_large", (500000, 500, 1), (60000, 500, 1), (1000, 50, 1)),
     Bench("larson", "larson", (2, 1.0, 1000, 1), (2, 0.2, 1000, 1), (2, 0.02, 100, 1), one_thread=False),
     # the same server workload with buffers up to 64 KiB: half the blocks are large

@@ -231,6 +231,7 @@ typedef struct hk_slab {
   uint8_t cls;              /* 0: the unit is not the head of a slab */
   uint8_t units;
   bool fresh;               /* its units, on small pages, not resident where not carved yet (hk_slab_populate) */
+  uint16_t pushed;          /* blocks at the free list's head put there since it was last laid in address order */
   struct hk_slab *next, *prev;  /* the class's list of slabs with blocks to give */
 } hk_slab_t;
 

@@ -214,6 +214,7 @@ hk_slab_t *hk_slab_new(unsigned cls, unsigned arena, unsigned kind, unsigned rea
   slab->capacity = ci->capacity;
   slab->carved = 0;
   slab->nfree = 0;
+  slab->pushed = 0;
   slab->cls = (uint8_t)cls;
   slab->units = ci->units;
   slab->fresh = *zero && (ss->small_pages || !hk_opt.ss_thp);

@@ -20,6 +20,7 @@
  * has the blocks in its cache, notes where each of HK_LANES lanes starts
  * (every count / HK_LANES blocks) and the taking one fetches the lanes side
  * by side (docs/DESIGN.md, Lanes). */
+#define HK_IN_ORDER_MIN 32  /* blocks pushed at a slab list's head that have a refill read the slab in address order */
 #define HK_LANES 32
 #define HK_LANE_MIN 4  /* blocks a lane must have to be worth noting */
 typedef struct hk_batch {
@@ -171,11 +172,65 @@ static void *link_fresh(uint8_t *first, uint32_t size, unsigned n, void *head) {
 #endif
 }
 
+/* A slab's returned blocks counted other than its list says: walks the list
+ * for the block not marked home (freed again while there) to name it. */
+static __attribute__((noreturn, cold)) void slab_list_broken(const hk_slab_t *s) {
+  const void *b = s->free;
+  for (unsigned n = 0; b && n <= s->nfree; n++, b = hk_next(b))
+    if (!hk_is_home(b)) hk_misuse_freed(b, s->cls);
+  hk_fatal("free(): double free or corrupted block in a slab", s->start);
+}
+
+/* Takes up to `want` of a slab's returned blocks onto *chain, reading its
+ * carved blocks in address order, and lays the rest of its list in address
+ * order too.  For a list that starts with many blocks pushed in the order
+ * they were freed: a structure freed in a random order leaves each slab's
+ * list a random walk of its 64 KiB, which waits for a miss at every link
+ * once the blocks have left the caches, where the prefetcher follows reads
+ * in address order (docs/DESIGN.md, Going home).  Blocks
+ * are told by their marks, first counted: a mark the program forged in a
+ * live block, or a home block freed again, shows as a count other than the
+ * list's.  The live blocks' words are the program's, read as it may write
+ * them: no value of theirs but the home mark is taken, and that one is
+ * counted first. */
+__attribute__((no_sanitize("thread"))) static unsigned slab_take_in_order(hk_slab_t *s, unsigned want, void **chain) {
+  const size_t size = s->block_size;
+  uint8_t *const end = s->start + (size_t)s->carved * size;
+  unsigned home = 0;
+  for (const uint8_t *b = s->start; b < end; b += size) home += hk_is_home(b);
+  if (hk_unlikely(home != s->nfree)) slab_list_broken(s);
+  void *head = *chain, *list = NULL, *last = NULL;
+  unsigned n = 0;
+  for (uint8_t *b = s->start; b < end; b += size) {
+    if (!hk_is_home(b)) continue;
+    if (n < want) {
+      hk_mark_free(b);
+      hk_set_next(b, head);
+      head = b;
+      n++;
+    } else {
+      if (last) hk_set_next(last, b);
+      else list = b;
+      last = b;
+    }
+  }
+  if (last) hk_set_next(last, NULL);
+  s->free = list;
+  s->pushed = 0;
+  s->nfree = (uint16_t)(s->nfree - n);
+  central[s->cls].counts.slab_free -= n;
+  *chain = head;
+  return n;
+}
+
 /* Takes up to `want` blocks from one slab onto *chain: returned blocks first,
  * then fresh ones, linked in address order. */
 static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
   unsigned n = 0;
+  if (!HAK_HARDENED && s->pushed >= hk_max(want / 2, HK_IN_ORDER_MIN))
+    n = slab_take_in_order(s, want, chain);  /* hardened: the carve's order stays unforetold */
   void *head = *chain;
+  unsigned popped = 0;
   while (n < want && s->free) {
     void *b = s->free;
     if (hk_unlikely(!hk_is_home(b))) hk_misuse_freed(b, s->cls);  /* freed again while home */
@@ -184,10 +239,12 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
     hk_set_next(b, head);
     head = b;
     n++;
+    popped++;
   }
-  hk_assert(n <= s->nfree, "slab's free count below its free list");
-  s->nfree = (uint16_t)(s->nfree - n);
-  central[s->cls].counts.slab_free -= n;
+  hk_assert(popped <= s->nfree, "slab's free count below its free list");
+  s->nfree = (uint16_t)(s->nfree - popped);
+  s->pushed = (uint16_t)hk_min((unsigned)s->pushed, (unsigned)s->nfree);
+  central[s->cls].counts.slab_free -= popped;
   /* Fresh blocks: at most a page's worth per refill, so memory is touched only
    * as a class really uses it. */
   unsigned page_blocks = hk_max(4096u / s->block_size, 1u);
@@ -346,25 +403,18 @@ unsigned hk_central_take(unsigned cls, unsigned arena, unsigned want, void **cha
   return n;
 }
 
-/* Before an empty slab goes back to its SuperSlab, its free list must be its
- * `nfree` blocks, each home once: a block freed again after it went home is
- * on a thread's list too, then no longer home or on the list twice, and
- * giving the slab back would hand a live block out again.  Each block is
- * marked seen (neither home nor free), so a second visit finds it so, then
- * home again: a stale pointer freed later is still told from a live one. */
+/* Before an empty slab goes back to its SuperSlab, every block it carved
+ * must be home: one freed again after it went home is marked free (on a
+ * thread's list), and one pushed home twice made the count reach `carved`
+ * with another still out (marked 0 or written by the program); giving the
+ * slab back would hand a live block out again.  Read in address order, which
+ * the prefetcher follows: the list's order is the frees', and a walk of it
+ * waits for each link in turn (a structure freed in a random order: a miss
+ * a block).  The list itself goes with the slab. */
 static void expect_all_home(const hk_slab_t *s) {
-  const uint64_t seen = ~hk_fast.free_key ^ 1;
-  unsigned n = 0;
-  for (void *b = s->free; b; b = hk_next(b), n++) {
-    if (hk_unlikely(n == s->nfree || !hk_is_home(b) || hk_slab_of(b) != s)) hk_misuse_freed(b, s->cls);
-    ((uint64_t *)b)[1] = seen;
-  }
-  if (hk_unlikely(n != s->nfree)) hk_fatal("free(): double free or corrupted block in a slab", s->start);
-  void *b = s->free;
-  for (unsigned i = 0; i < n; i++, b = hk_next(b)) {  /* a block freed meanwhile is no longer seen */
-    if (hk_unlikely(((const uint64_t *)b)[1] != seen)) hk_misuse_freed(b, s->cls);
-    hk_mark_home(b);
-  }
+  const uint8_t *b = s->start;
+  for (unsigned i = 0; i < s->carved; i++, b += s->block_size)
+    if (hk_unlikely(!hk_is_home(b))) hk_misuse_freed(b, s->cls);
 }
 
 /* Gives an empty slab back to its SuperSlab. */
@@ -375,39 +425,53 @@ static void release(hk_central_t *c, hk_slab_t *s) {
   hk_slab_release(s);
 }
 
-/* Returns one block to its slab; a slab whose blocks are all home is given
- * back to its SuperSlab unless it is the class's only empty slab and `keep`. */
-static void slab_put(hk_central_t *c, unsigned cls, void *b, bool keep) {
-  hk_slab_t *s = hk_slab_of(b);
-  hk_expect_free(b, cls);  /* on a list twice, one copy handed out */
-  if (hk_unlikely(s->cls != cls || s->nfree >= s->carved)) hk_fatal("free(): double free or corrupted block", b);
-  /* a block boundary the slab has not carved yet: never handed out */
-  if (hk_unlikely((uint8_t *)b >= s->start + (size_t)s->carved * s->block_size)) hk_fatal("free(): invalid pointer", b);
-  hk_mark_home(b);
-#if HAK_CHECKS
-  if ((size_t)((uint8_t *)b - s->start) % s->block_size != 0) hk_fatal("free(): pointer inside a block", b);
-#endif
-  if (slab_is_full(s)) hk_list_push(&c->partial, s);
-  hk_set_next(b, s->free);
-  s->free = b;
-  s->nfree++;
-  c->counts.out--;
-  c->counts.slab_free++;
-  if (slab_is_empty(s)) {
-    if (c->nempty == 0 && keep) {
-      c->nempty = 1;
-    } else {
-      hk_list_remove(&c->partial, s);
-      release(c, s);
-    }
-  }
-}
-
+/* Returns a chain's blocks to their slabs, a run of one slab's at a time
+ * (a thread's blocks are freed much as they were carved: a whole structure
+ * freed sends runs of tens).  A slab whose blocks are all home is given back
+ * to its SuperSlab unless it is the class's only empty slab and `keep`. */
 static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
   while (chain != HK_END) {
-    void *b = chain;
-    chain = hk_next(b);
-    slab_put(c, cls, b, keep);
+    hk_slab_t *s = hk_slab_of(chain);
+    if (hk_unlikely(s->cls != cls)) hk_fatal("free(): double free or corrupted block", chain);
+    bool was_full = slab_is_full(s);
+    /* read once: the loop's stores into blocks might alias the slab's */
+    const uint8_t *start = s->start;
+    unsigned most = s->carved;
+    size_t carved = (size_t)most * s->block_size, span = (size_t)s->capacity * s->block_size;
+    void *head = s->free;
+    unsigned n = s->nfree;
+    do {
+      void *b = chain;
+      size_t at = (size_t)((uint8_t *)b - start);  /* wraps above span below the blocks */
+      if (at >= span) break;                       /* another slab's run */
+      hk_expect_free(b, cls);                      /* on a list twice, one copy handed out */
+      if (hk_unlikely(n >= most)) hk_fatal("free(): double free or corrupted block", b);
+      /* a block boundary the slab has not carved yet: never handed out */
+      if (hk_unlikely(at >= carved)) hk_fatal("free(): invalid pointer", b);
+#if HAK_CHECKS
+      if (at % s->block_size != 0) hk_fatal("free(): pointer inside a block", b);
+#endif
+      chain = hk_next(b);
+      hk_mark_home(b);
+      hk_set_next(b, head);
+      head = b;
+      n++;
+    } while (chain != HK_END);
+    unsigned got = n - s->nfree;
+    s->free = head;
+    s->nfree = (uint16_t)n;
+    s->pushed = (uint16_t)hk_min((unsigned)s->pushed + got, n);
+    c->counts.out -= got;
+    c->counts.slab_free += got;
+    if (was_full) hk_list_push(&c->partial, s);
+    if (slab_is_empty(s)) {
+      if (c->nempty == 0 && keep) {
+        c->nempty = 1;
+      } else {
+        hk_list_remove(&c->partial, s);
+        release(c, s);
+      }
+    }
   }
 }
 
@@ -465,25 +529,31 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
   /* Each parked block keeps its slab resident: lean mode parks fewer. */
   unsigned set = my_slots();
   hk_transfer_t *t = &transfer[set][cls];
+  /* Full slots (a hint, read unlocked) send the blocks home unlocked: a
+   * program freeing a structure of more blocks than they hold would take
+   * the lock for nothing at every batch past them. */
+  unsigned slots = hk_opt.mem_lean ? HK_TRANSFER_SLOTS_LEAN : HK_TRANSFER_SLOTS;
+  bool parked = __atomic_load_n(&t->n, __ATOMIC_RELAXED) < slots;
   hk_batch_t batch = {.head = chain, .count = count, .owner = owner};
-  /* Lanes serve threads on other CPUs, which take this CPU's spare batches
-   * (balance above 0), and batches that wait behind others (two parked
-   * already), whose blocks have left the L1 when a thread here takes them;
-   * both counts hints read unlocked.  A batch taken soon by a thread here is
-   * in its cache, and a walk would cost (up to 23 cycles a block). */
-  if (__atomic_load_n(&t->balance, __ATOMIC_RELAXED) > 0 || __atomic_load_n(&t->n, __ATOMIC_RELAXED) >= 2)
-    note_lanes(&batch);
-  hk_lock(&t->lock);
-  t->active = true;
-  bool parked = hk_opt.mem_lean ? t->n < HK_TRANSFER_SLOTS_LEAN
-                                : t->n < HK_TRANSFER_SLOTS && t->parked + count <= parked_max(cls);
   if (parked) {
-    *slot_of(set, cls, t->n) = batch;
-    move_balance(t, HK_BALANCE_PARK);
-    set_count(t, t->n + 1);
-    t->parked += count;
+    /* Lanes serve threads on other CPUs, which take this CPU's spare batches
+     * (balance above 0), and batches that wait behind others (two parked
+     * already), whose blocks have left the L1 when a thread here takes them;
+     * both counts hints read unlocked.  A batch taken soon by a thread here is
+     * in its cache, and a walk would cost (up to 23 cycles a block). */
+    if (__atomic_load_n(&t->balance, __ATOMIC_RELAXED) > 0 || __atomic_load_n(&t->n, __ATOMIC_RELAXED) >= 2)
+      note_lanes(&batch);
+    hk_lock(&t->lock);
+    t->active = true;
+    parked = t->n < slots && (hk_opt.mem_lean || t->parked + count <= parked_max(cls));
+    if (parked) {
+      *slot_of(set, cls, t->n) = batch;
+      move_balance(t, HK_BALANCE_PARK);
+      set_count(t, t->n + 1);
+      t->parked += count;
+    }
+    hk_unlock(&t->lock);
   }
-  hk_unlock(&t->lock);
   if (parked) {
     hk_purge_note();  /* parked blocks go home if the class goes idle */
     return true;
@@ -595,7 +665,8 @@ void hk_central_counts(unsigned cls, hk_class_counts_t *out) {
 /* One slab of class cls on the class's list: its free blocks are its own,
  * at block boundaries, as many as it counts.  Returns them. */
 static unsigned check_slab(const hk_slab_t *s, unsigned cls) {
-  if (s->cls != cls || s->nfree > s->carved || s->carved > s->capacity) hk_fatal("heap check: slab counts", s->start);
+  if (s->cls != cls || s->nfree > s->carved || s->carved > s->capacity || s->pushed > s->nfree)
+    hk_fatal("heap check: slab counts", s->start);
   unsigned n = 0;
   for (const void *b = s->free; b; b = hk_next(b), n++) {
     uintptr_t off = (uintptr_t)b - (uintptr_t)s->start;  /* wraps above the slab if b is below it */

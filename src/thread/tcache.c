@@ -326,7 +326,13 @@ bool hk_tcache_overflow(void *p) {
   tc->overflows[cls] = parked ? HK_OVERFLOW_PARKED : last >= HK_OVERFLOW_UNPARKED ? HK_OVERFLOW_UNPARKED2 : HK_OVERFLOW_UNPARKED;
   int next = cap;
   if (parked && last == HK_OVERFLOW_PARKED) next = hk_min(cap * 2, (int)hk_classes[cls].cap);
-  if (!parked && last >= HK_OVERFLOW_UNPARKED) next = hk_max(cap / 2, hk_min(HK_TCACHE_MIN_CAP, cap));
+  if (!parked && last >= HK_OVERFLOW_UNPARKED) {
+    /* Lean keeps the fewest blocks pinning slabs; else each trip home carries
+     * enough blocks to pay for its locks (a structure of 2 M blocks freed whole:
+     * 3.7 times the batches with 8). */
+    int least = hk_opt.mem_lean ? HK_TCACHE_MIN_CAP_LEAN : HK_TCACHE_MIN_CAP;
+    next = hk_max(cap / 2, hk_min(least, cap));
+  }
   if (last) next = hk_min(next, freer_cap(cls));
   if (next != cap) set_cap(tc, cls, next);
   return true;

@@ -141,6 +141,23 @@ static void small_twice_home_handed_out(void) {
   allocate_on(64, 4000);
 }
 
+/* ... or, with many blocks back in the slab in the order they were freed,
+ * a refill that reads the slab in address order rather than walk its list
+ * counts one block fewer marked home than the list holds */
+static void small_twice_home_read_in_order(void) {
+  enum { N = 900 };
+  static char *a[N];
+  for (int i = 0; i < N; i++) a[i] = xmalloc(64);
+  for (int i = 0; i < N; i++) {  /* every other block, in a scattered order */
+    int k = (i * 7919) % N;
+    if (k % 2 == 0) free_opaque(a[k]);
+  }
+  hak_thread_flush();
+  malloc_trim(0);
+  free_opaque(a[0]);
+  allocate_on(64, 1000);
+}
+
 /* A block boundary of a slab that has not handed that block out yet (its
  * slab carves blocks a page at a time): caught when it goes back to the
  * slab (a flush parks the thread's list, malloc_trim sends it home). */
@@ -364,6 +381,8 @@ static const misuse_t cases[] = {
      "hakmem: double free of 0x", NULL},
     {"double free of a block back in its slab, handed out again from the thread's list",
      small_twice_home_handed_out, "hakmem: double free of 0x", NULL},
+    {"double free of a block back in its slab, read in address order", small_twice_home_read_in_order,
+     "hakmem: double free of 0x", NULL},
     {"free(a 64-byte block its slab has not handed out), then a flush", small_never_handed_out,
      "hakmem: free(): invalid pointer: 0x", "hakmem: free of 0x…, inside a block"},
     {"a write into a freed 64-byte block", small_written_after_free, "hakmem: double free of 0x", NULL},
