@@ -172,12 +172,20 @@ static void *link_fresh(uint8_t *first, uint32_t size, unsigned n, void *head) {
 #endif
 }
 
-/* A slab's returned blocks counted other than its list says: walks the list
- * for the block not marked home (freed again while there) to name it. */
-static __attribute__((noreturn, cold)) void slab_list_broken(const hk_slab_t *s) {
-  const void *b = s->free;
-  for (unsigned n = 0; b && n <= s->nfree; n++, b = hk_next(b))
-    if (!hk_is_home(b)) hk_misuse_freed(b, s->cls);
+/* A slab whose marks disagree with its list: names the block to blame.  A
+ * walk of the list marks each block seen (neither home nor free), so that
+ * one on it twice (pushed home twice: the list then runs in a circle) is
+ * found at its second visit, and one not marked home (freed again while
+ * there) at its first; else the list's count is wrong, or `odd`, a carved
+ * block not marked home while the list holds all that should be. */
+static __attribute__((noreturn, cold)) void slab_list_broken(const hk_slab_t *s, const void *odd) {
+  const uint64_t seen = ~hk_fast.free_key ^ 1;
+  unsigned n = 0;
+  for (void *b = s->free; b; b = hk_next(b), n++) {
+    if (n == s->nfree || !hk_is_home(b)) hk_misuse_freed(b, s->cls);
+    ((uint64_t *)b)[1] = seen;
+  }
+  if (n == s->nfree && odd) hk_misuse_freed(odd, s->cls);
   hk_fatal("free(): double free or corrupted block in a slab", s->start);
 }
 
@@ -191,16 +199,16 @@ static __attribute__((noreturn, cold)) void slab_list_broken(const hk_slab_t *s)
  * are told by their marks, first counted: a mark the program forged in a
  * live block, or a home block freed again, shows as a count other than the
  * list's.  The live blocks' words are the program's, read as it may write
- * them: no value of theirs but the home mark is taken, and that one is
- * counted first. */
+ * them (unseen by ThreadSanitizer: the helpers are inlined): no value of
+ * theirs but the home mark is taken. */
 __attribute__((no_sanitize("thread"))) static unsigned slab_take_in_order(hk_slab_t *s, unsigned want, void **chain) {
   const size_t size = s->block_size;
   uint8_t *const end = s->start + (size_t)s->carved * size;
   unsigned home = 0;
   for (const uint8_t *b = s->start; b < end; b += size) home += hk_is_home(b);
-  if (hk_unlikely(home != s->nfree)) slab_list_broken(s);
+  if (hk_unlikely(home != s->nfree)) slab_list_broken(s, NULL);
   void *head = *chain, *list = NULL, *last = NULL;
-  unsigned n = 0;
+  unsigned n = 0, kept = 0;
   for (uint8_t *b = s->start; b < end; b += size) {
     if (!hk_is_home(b)) continue;
     if (n < want) {
@@ -212,9 +220,12 @@ __attribute__((no_sanitize("thread"))) static unsigned slab_take_in_order(hk_sla
       if (last) hk_set_next(last, b);
       else list = b;
       last = b;
+      kept++;
     }
   }
   if (last) hk_set_next(last, NULL);
+  /* a block freed again meanwhile (another thread's misuse) */
+  if (hk_unlikely(n + kept != home)) slab_list_broken(s, NULL);
   s->free = list;
   s->pushed = 0;
   s->nfree = (uint16_t)(s->nfree - n);
@@ -243,7 +254,7 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
   }
   hk_assert(popped <= s->nfree, "slab's free count below its free list");
   s->nfree = (uint16_t)(s->nfree - popped);
-  s->pushed = (uint16_t)hk_min((unsigned)s->pushed, (unsigned)s->nfree);
+  s->pushed = (uint16_t)(s->pushed - hk_min((unsigned)s->pushed, popped));  /* the pops took the pushed head */
   central[s->cls].counts.slab_free -= popped;
   /* Fresh blocks: at most a page's worth per refill, so memory is touched only
    * as a class really uses it. */
@@ -410,11 +421,20 @@ unsigned hk_central_take(unsigned cls, unsigned arena, unsigned want, void **cha
  * slab back would hand a live block out again.  Read in address order, which
  * the prefetcher follows: the list's order is the frees', and a walk of it
  * waits for each link in turn (a structure freed in a random order: a miss
- * a block).  The list itself goes with the slab. */
+ * a block).  The list goes with the slab; the hardened build walks it too,
+ * checking each link as it follows it. */
 static void expect_all_home(const hk_slab_t *s) {
   const uint8_t *b = s->start;
   for (unsigned i = 0; i < s->carved; i++, b += s->block_size)
-    if (hk_unlikely(!hk_is_home(b))) hk_misuse_freed(b, s->cls);
+    if (hk_unlikely(!hk_is_home(b))) {
+      if (hk_is_free(b)) hk_misuse_freed(b, s->cls);  /* freed again, and on a thread's list */
+      slab_list_broken(s, b);                         /* a live block: find the one home twice */
+    }
+  if (HAK_HARDENED) {
+    unsigned n = 0;
+    for (const void *l = s->free; l && n <= s->nfree; l = hk_next(l)) n++;
+    if (n != s->nfree) slab_list_broken(s, NULL);
+  }
 }
 
 /* Gives an empty slab back to its SuperSlab. */
@@ -458,6 +478,9 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
       n++;
     } while (chain != HK_END);
     unsigned got = n - s->nfree;
+    /* a link into the slab's unit but before its first block (written over
+     * after its free), which would be looked up again for ever */
+    if (hk_unlikely(got == 0)) hk_corrupted(chain);
     s->free = head;
     s->nfree = (uint16_t)n;
     s->pushed = (uint16_t)hk_min((unsigned)s->pushed + got, n);
@@ -531,7 +554,8 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
   hk_transfer_t *t = &transfer[set][cls];
   /* Full slots (a hint, read unlocked) send the blocks home unlocked: a
    * program freeing a structure of more blocks than they hold would take
-   * the lock for nothing at every batch past them. */
+   * the lock for nothing at every batch past them.  Refused so, they are
+   * not marked active: a purge tick sends home what nobody took. */
   unsigned slots = hk_opt.mem_lean ? HK_TRANSFER_SLOTS_LEAN : HK_TRANSFER_SLOTS;
   bool parked = __atomic_load_n(&t->n, __ATOMIC_RELAXED) < slots;
   hk_batch_t batch = {.head = chain, .count = count, .owner = owner};

@@ -50,8 +50,9 @@ typedef struct hk_tcache {
                                         pool, not TLS, which every thread start copies; NULL
                                         before its set-up and after its exit */
 } hk_tcache_t;
-#define HK_TCACHE_MIN_CAP 32      /* what a list shrinks to at most (tcache.c), */
-#define HK_TCACHE_MIN_CAP_LEAN 8  /* ... in lean mode */
+#define HK_TCACHE_MIN_CAP 32      /* what a list shrinks to at most (tcache.c): this many blocks */
+#define HK_TCACHE_MIN_BYTES 4096  /* ... or of these bytes, */
+#define HK_TCACHE_MIN_CAP_LEAN 8  /* ... but not below this, the most in lean mode */
 enum { HK_OVERFLOW_PARKED = 1,   /* the last overflow's batch was parked */
        HK_OVERFLOW_UNPARKED,     /* it went back to its slabs */
        HK_OVERFLOW_UNPARKED2 };  /* so did the one before */

@@ -158,6 +158,18 @@ static void small_twice_home_read_in_order(void) {
   allocate_on(64, 1000);
 }
 
+/* A freed block's link written over to point into its slab's unit before
+ * the first block (176 B blocks start 64 B into their unit): caught when
+ * the chain goes home, where it was looked up again for ever. */
+static void small_link_before_first_block(void) {
+  char *p = xmalloc(176);
+  uintptr_t unit = (uintptr_t)p & ~(uintptr_t)0xffff;
+  free_opaque(p);
+  ((volatile uintptr_t *)opaque_ptr(p))[0] = unit + 16;
+  hak_thread_flush();
+  malloc_trim(0);
+}
+
 /* A block boundary of a slab that has not handed that block out yet (its
  * slab carves blocks a page at a time): caught when it goes back to the
  * slab (a flush parks the thread's list, malloc_trim sends it home). */
@@ -383,6 +395,8 @@ static const misuse_t cases[] = {
      small_twice_home_handed_out, "hakmem: double free of 0x", NULL},
     {"double free of a block back in its slab, read in address order", small_twice_home_read_in_order,
      "hakmem: double free of 0x", NULL},
+    {"a freed 176-byte block's link written to point before its slab's first block",
+     small_link_before_first_block, "hakmem: corrupted free list at 0x", NULL},
     {"free(a 64-byte block its slab has not handed out), then a flush", small_never_handed_out,
      "hakmem: free(): invalid pointer: 0x", "hakmem: free of 0x…, inside a block"},
     {"a write into a freed 64-byte block", small_written_after_free, "hakmem: double free of 0x", NULL},
