@@ -195,12 +195,12 @@ static __attribute__((noreturn, cold)) void slab_list_broken(const hk_slab_t *s,
  * they were freed: a structure freed in a random order leaves each slab's
  * list a random walk of its 64 KiB, which waits for a miss at every link
  * once the blocks have left the caches, where the prefetcher follows reads
- * in address order (docs/DESIGN.md, Going home).  Blocks
- * are told by their marks, first counted: a mark the program forged in a
- * live block, or a home block freed again, shows as a count other than the
- * list's.  The live blocks' words are the program's, read as it may write
- * them (unseen by ThreadSanitizer: the helpers are inlined): no value of
- * theirs but the home mark is taken. */
+ * in address order (docs/DESIGN.md, Going home).  Blocks are told by their
+ * marks, first counted: a mark the program forged in a live block, or a
+ * home block freed again, shows as a count other than the list's.  The live
+ * blocks' words are the program's, read as it may write them (unseen by
+ * ThreadSanitizer: the helpers are inlined): no value of theirs but the
+ * home mark is taken. */
 __attribute__((no_sanitize("thread"))) static unsigned slab_take_in_order(hk_slab_t *s, unsigned want, void **chain) {
   const size_t size = s->block_size;
   uint8_t *const end = s->start + (size_t)s->carved * size;
@@ -483,7 +483,7 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
     if (hk_unlikely(got == 0)) hk_corrupted(chain);
     s->free = head;
     s->nfree = (uint16_t)n;
-    s->pushed = (uint16_t)hk_min((unsigned)s->pushed + got, n);
+    s->pushed = (uint16_t)(s->pushed + got);  /* at most nfree, as it was before */
     c->counts.out -= got;
     c->counts.slab_free += got;
     if (was_full) hk_list_push(&c->partial, s);

@@ -330,9 +330,9 @@ bool hk_tcache_overflow(void *p) {
     /* Lean keeps the fewest blocks pinning slabs; else each trip home carries
      * enough blocks to pay for its locks, up to 4 KiB of them (a structure of
      * 2 M blocks of 16-64 B freed whole: 3.7 times the batches with 8). */
-    int least = hk_opt.mem_lean ? HK_TCACHE_MIN_CAP_LEAN
-                                : hk_max(hk_min((int)(HK_TCACHE_MIN_BYTES / hk_classes[cls].size), HK_TCACHE_MIN_CAP),
-                                         HK_TCACHE_MIN_CAP_LEAN);
+    int least = HK_TCACHE_MIN_CAP_LEAN;
+    if (!hk_opt.mem_lean)
+      least = hk_max(least, hk_min(HK_TCACHE_MIN_CAP, (int)(HK_TCACHE_MIN_BYTES / hk_classes[cls].size)));
     next = hk_max(cap / 2, hk_min(least, cap));
   }
   if (last) next = hk_min(next, freer_cap(cls));
