@@ -112,8 +112,9 @@ static inline uint64_t *hk_canary_at(void *p, uintptr_t cls) {
  * spares, else (0 from malloc) the program's.  A random key: crafted data
  * holding a fixed one could hide a double free (docs/DESIGN.md, The mark). */
 static inline bool hk_is_free(const void *p) { return ((const uint64_t *)p)[1] == hk_fast.free_key; }
+/* These two always inlined, as into slab_take_in_order, which reads live
+ * blocks unseen by ThreadSanitizer. */
 static inline __attribute__((always_inline)) void hk_mark_free(void *p) { ((uint64_t *)p)[1] = hk_fast.free_key; }
-/* always inlined, as into slab_take_in_order, which reads live blocks unseen by ThreadSanitizer */
 static inline __attribute__((always_inline)) bool hk_is_home(const void *p) {
   return ((const uint64_t *)p)[1] == ~hk_fast.free_key;
 }

@@ -430,11 +430,7 @@ static void expect_all_home(const hk_slab_t *s) {
       if (hk_is_free(b)) hk_misuse_freed(b, s->cls);  /* freed again, and on a thread's list */
       slab_list_broken(s, b);                         /* a live block: find the one home twice */
     }
-  if (HAK_HARDENED) {
-    unsigned n = 0;
-    for (const void *l = s->free; l && n <= s->nfree; l = hk_next(l)) n++;
-    if (n != s->nfree) slab_list_broken(s, NULL);
-  }
+  if (HAK_HARDENED && hk_chain_length(s->free, s->nfree + 1u) != s->nfree) slab_list_broken(s, NULL);
 }
 
 /* Gives an empty slab back to its SuperSlab. */
