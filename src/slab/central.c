@@ -23,6 +23,7 @@
 #define HK_IN_ORDER_MIN 32  /* blocks pushed at a slab list's head that have a refill read the slab in address order */
 #define HK_LANES 32
 #define HK_LANE_MIN 4  /* blocks a lane must have to be worth noting */
+#define HK_UNTAKEN_MAX 8  /* batches parked untaken past which scattered ones go home (hk_central_put) */
 typedef struct hk_batch {
   void *head;
   unsigned count;
@@ -40,6 +41,7 @@ typedef struct hk_transfer {
   unsigned n;              /* written under the lock, read without it as a hint (set_count) */
   bool active;             /* taken from or given to since the last purge tick */
   int8_t balance;          /* batches parked here against those threads on this CPU took (as n: a hint unlocked) */
+  uint8_t untaken;         /* batches parked since one was last taken, up to HK_UNTAKEN_MAX (as n) */
   size_t parked;           /* blocks in the slots */
 } __attribute__((aligned(HK_CACHELINE))) hk_transfer_t;
 
@@ -105,6 +107,23 @@ static void note_lanes(hk_batch_t *b) {
     ptrdiff_t units = (p - (const uint8_t *)b->head) / 16;
     if (units == (int32_t)units) b->lane[j] = (int32_t)units;
   }
+}
+
+/* Whether a chain of blocks of `size` bytes marked free is scattered: of
+ * its first HK_SCATTER_LINKS links (walked in the freeing thread's cache), a
+ * quarter or more lead further than a page or four blocks.  A chain in the
+ * order its blocks were carved, or freed in turn, steps a block at a time. */
+#define HK_SCATTER_LINKS 16
+static bool scattered(const void *chain, size_t size) {
+  const size_t near = hk_max((size_t)4096, 4 * size);
+  unsigned far = 0;
+  const uint8_t *p = chain;
+  for (unsigned i = 0; i < HK_SCATTER_LINKS && p != HK_END && hk_is_free(p); i++) {
+    const uint8_t *n = hk_next(p);
+    far += n != HK_END && (size_t)(n - p) + near > 2 * near;
+    p = n;
+  }
+  return far >= HK_SCATTER_LINKS / 4;
 }
 
 /* Brings a batch just taken into this CPU's cache, its lanes side by side,
@@ -306,6 +325,7 @@ static bool transfer_pop(unsigned set, unsigned cls, hk_batch_t *b, bool local, 
   bool got = t->n != 0 && (!apart || t->balance > 0 || t->parked > parked_max(cls) / 2);
   if (got && local) move_balance(t, -HK_BALANCE_TAKE);
   if (got) {  /* a producer refused another CPU's batches leaves them idle: purged at the tick */
+    __atomic_store_n(&t->untaken, 0, __ATOMIC_RELAXED);
     *b = *slot_of(set, cls, t->n - 1);
     set_count(t, t->n - 1);
     hk_assert(t->parked >= b->count, "parked count below a batch");
@@ -560,9 +580,16 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
      * (balance above 0), and batches that wait behind others (two parked
      * already), whose blocks have left the L1 when a thread here takes them;
      * both counts hints read unlocked.  A batch taken soon by a thread here is
-     * in its cache, and a walk would cost (up to 23 cycles a block). */
-    if (__atomic_load_n(&t->balance, __ATOMIC_RELAXED) > 0 || __atomic_load_n(&t->n, __ATOMIC_RELAXED) >= 2)
+     * in its cache, and a walk would cost (up to 23 cycles a block).  A
+     * scattered batch behind HK_UNTAKEN_MAX that nobody took goes home: a
+     * structure freed in a random order and built again came back from the
+     * slots cold, a miss a block, where its slabs give it in address order
+     * (docs/DESIGN.md, Going home). */
+    parked = __atomic_load_n(&t->untaken, __ATOMIC_RELAXED) < HK_UNTAKEN_MAX || !scattered(chain, hk_classes[cls].size);
+    if (parked && (__atomic_load_n(&t->balance, __ATOMIC_RELAXED) > 0 || __atomic_load_n(&t->n, __ATOMIC_RELAXED) >= 2))
       note_lanes(&batch);
+  }
+  if (parked) {
     hk_lock(&t->lock);
     t->active = true;
     parked = t->n < slots && (hk_opt.mem_lean || t->parked + count <= parked_max(cls));
@@ -571,6 +598,7 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
       move_balance(t, HK_BALANCE_PARK);
       set_count(t, t->n + 1);
       t->parked += count;
+      __atomic_store_n(&t->untaken, (uint8_t)hk_min(t->untaken + 1, HK_UNTAKEN_MAX), __ATOMIC_RELAXED);
     }
     hk_unlock(&t->lock);
   }
@@ -605,6 +633,7 @@ static bool purge_class(unsigned cls, int mode) {
       for (unsigned k = 0; k < n; k++) out[k] = slot_of(i, cls, k)->head;
       set_count(t, 0);
       t->parked = 0;
+      __atomic_store_n(&t->untaken, 0, __ATOMIC_RELAXED);
     }
     hk_unlock(&t->lock);
     if (n == 0) continue;
