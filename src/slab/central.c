@@ -110,20 +110,22 @@ static void note_lanes(hk_batch_t *b) {
 }
 
 /* Whether a chain of blocks of `size` bytes marked free is scattered: of
- * its first HK_SCATTER_LINKS links (walked in the freeing thread's cache), a
- * quarter or more lead further than a page or four blocks.  A chain in the
- * order its blocks were carved, or freed in turn, steps a block at a time. */
+ * its first HK_SCATTER_LINKS links, more than half lead further than a page
+ * and four blocks, whichever is more (a random order's: 85-90 %).  A chain
+ * in the order its blocks were carved, or freed in turn, steps a block at a
+ * time, and a page of fresh blocks at a time where two threads take turns
+ * at a slab (a quarter of the links, for blocks of 1 KiB). */
 #define HK_SCATTER_LINKS 16
 static bool scattered(const void *chain, size_t size) {
-  const size_t near = hk_max((size_t)4096, 4 * size);
+  const uintptr_t near = hk_max((uintptr_t)4096, 4 * size);
   unsigned far = 0;
-  const uint8_t *p = chain;
+  const void *p = chain;
   for (unsigned i = 0; i < HK_SCATTER_LINKS && p != HK_END && hk_is_free(p); i++) {
-    const uint8_t *n = hk_next(p);
-    far += n != HK_END && (size_t)(n - p) + near > 2 * near;
+    const void *n = hk_next(p);
+    far += n != HK_END && (uintptr_t)n - (uintptr_t)p + near > 2 * near;  /* |n - p| > near */
     p = n;
   }
-  return far >= HK_SCATTER_LINKS / 4;
+  return far > HK_SCATTER_LINKS / 2;
 }
 
 /* Brings a batch just taken into this CPU's cache, its lanes side by side,
@@ -584,8 +586,10 @@ bool hk_central_put(unsigned cls, void *chain, unsigned count, const void *owner
      * scattered batch behind HK_UNTAKEN_MAX that nobody took goes home: a
      * structure freed in a random order and built again came back from the
      * slots cold, a miss a block, where its slabs give it in address order
-     * (docs/DESIGN.md, Going home). */
-    parked = __atomic_load_n(&t->untaken, __ATOMIC_RELAXED) < HK_UNTAKEN_MAX || !scattered(chain, hk_classes[cls].size);
+     * (docs/DESIGN.md, Going home); not in the hardened build, whose slabs
+     * keep their lists' order. */
+    parked = HAK_HARDENED || __atomic_load_n(&t->untaken, __ATOMIC_RELAXED) < HK_UNTAKEN_MAX ||
+             !scattered(chain, hk_classes[cls].size);
     if (parked && (__atomic_load_n(&t->balance, __ATOMIC_RELAXED) > 0 || __atomic_load_n(&t->n, __ATOMIC_RELAXED) >= 2))
       note_lanes(&batch);
   }

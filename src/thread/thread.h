@@ -50,8 +50,8 @@ typedef struct hk_tcache {
                                         pool, not TLS, which every thread start copies; NULL
                                         before its set-up and after its exit */
 } hk_tcache_t;
-#define HK_TCACHE_MIN_CAP 32      /* what a list shrinks to at most (tcache.c): this many blocks */
-#define HK_TCACHE_MIN_BYTES 4096  /* ... or fewer, of these bytes, */
+#define HK_TCACHE_MIN_CAP 128     /* what a list shrinks to at most (tcache.c): this many blocks */
+#define HK_TCACHE_MIN_BYTES 16384 /* ... or fewer, of these bytes, */
 #define HK_TCACHE_MIN_CAP_LEAN 8  /* ... but never below this, which lean mode keeps to */
 enum { HK_OVERFLOW_PARKED = 1,   /* the last overflow's batch was parked */
        HK_OVERFLOW_UNPARKED,     /* it went back to its slabs */
