@@ -81,8 +81,9 @@ static void freed_in_random_order_return_in_address_order(void) {
 /* A structure of many blocks freed whole in a random order, no flush, and
  * built again: the few batches parked before the slots saw that nobody took
  * them come back in the order freed, the rest from the slabs in address
- * order.  (With every batch the slots hold parked, three fifths came back
- * so.)  Pinned: a CPU's slots count their batches apart from the others'. */
+ * order.  (Were every batch the slots hold parked, about two thirds would
+ * come back so: 13 883 of the 40 000 near the one before.)  Pinned: a
+ * CPU's slots count their batches apart from the others'. */
 static void structure_freed_in_random_order_built_again(void) {
   enum { M = 40000 };
   static char *a[M];
