@@ -328,9 +328,9 @@ bool hk_tcache_overflow(void *p) {
   if (parked && last == HK_OVERFLOW_PARKED) next = hk_min(cap * 2, (int)hk_classes[cls].cap);
   if (!parked && last >= HK_OVERFLOW_UNPARKED) {
     /* Lean keeps the fewest blocks pinning slabs; else each trip home carries
-     * enough blocks to pay for its locks and its first reads of the blocks
-     * just freed, up to 16 KiB of them (a structure of 2 M blocks of 16-64 B
-     * freed whole: 14 times the batches with 8). */
+     * enough blocks to pay for its locks and the slots' checks, up to 16 KiB
+     * of them (a structure of 2 M blocks of 16-64 B freed whole: 14 times
+     * the batches with 8). */
     int least = HK_TCACHE_MIN_CAP_LEAN;
     if (!hk_opt.mem_lean)
       least = hk_max(least, hk_min(HK_TCACHE_MIN_CAP, (int)(HK_TCACHE_MIN_BYTES / hk_classes[cls].size)));
