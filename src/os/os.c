@@ -230,11 +230,21 @@ void hk_os_unmap(void *p, size_t size) {
 }
 
 /* Resizes a mapping in place, or with `target` (a mapping of new_size made by
- * hk_os_map_aligned) moves it there, replacing the target. */
+ * hk_os_map_aligned) moves it there, replacing the target; a move refused
+ * gives the target back.  The kernel unmaps the target before it moves, so
+ * a move refused late leaves a hole there, which another thread's mapping
+ * may have filled by now: the target is unmapped only if the word written at
+ * its start is still there. */
 void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target) {
   atomic_fetch_add_explicit(&n_mremap, 1, memory_order_relaxed);
+  uintptr_t mine = ~(uintptr_t)target, seen = 0;
+  if (target) *(uintptr_t *)target = mine;
   void *q = hk_keep_errno(target ? mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target)
                                  : mremap(p, old_size, new_size, 0));
+  if (q == MAP_FAILED && target) {
+    if (hk_os_read(&seen, target, sizeof seen) && seen == mine) hk_os_unmap(target, new_size);
+    else atomic_fetch_sub_explicit(&mapped_bytes, new_size, memory_order_relaxed);  /* a hole, or another's */
+  }
   if (q == MAP_FAILED) return NULL;
   if (target) atomic_fetch_sub_explicit(&mapped_bytes, old_size, memory_order_relaxed);
   else if (new_size > old_size) account_mapped(new_size - old_size);
@@ -376,11 +386,21 @@ void hk_os_space_unlock_untaken(void) {
 
 int hk_os_mlockall(int flags) { return (int)syscall(SYS_mlockall, flags); }
 
-/* Copies n bytes of this process's memory, maybe unmapped meanwhile (a dead
- * thread's stack): EFAULT, not a fault; false then or if refused (seccomp). */
+/* Copies n bytes of this process's memory, maybe
+ * unmapped meanwhile (a dead thread's stack): EFAULT, not a fault; false
+ * then.  Where process_vm_readv is refused (seccomp, an emulator), through
+ * a pipe. */
 bool hk_os_read(void *dst, const void *src, size_t n) {
   struct iovec local = {dst, n}, remote = {(void *)src, n};
-  return hk_keep_errno(process_vm_readv(getpid(), &local, 1, &remote, 1, 0)) == (ssize_t)n;
+  int saved = errno, fd[2];
+  ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  if (got < 0 && errno != EFAULT && n <= 4096 && pipe2(fd, O_CLOEXEC) == 0) {  /* a pipe holds a page at least */
+    got = write(fd[1], src, n) == (ssize_t)n ? read(fd[0], dst, n) : -1;
+    close(fd[0]);
+    close(fd[1]);
+  }
+  errno = saved;
+  return got == (ssize_t)n;
 }
 
 HK_EXPORT void hak_os_stats(hak_os_stats_t *out) {

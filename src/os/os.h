@@ -12,6 +12,7 @@ HK_HIDDEN void hk_os_unmap(void *p, size_t size);  /* size as given to the map; 
 #define HK_SPACE_SIZE ((size_t)1 << 30)           /* reserved with the class map when it can be */
 HK_HIDDEN void hk_os_space_init(void *start, size_t size);
 HK_HIDDEN void *hk_os_space_take(size_t size);  /* HK_SS_SIZE or HK_REGION_SIZE; NULL if none free */
+/* in place, or moved onto target (a mapping of new_size), given back if refused */
 HK_HIDDEN void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target);
 HK_HIDDEN size_t hk_os_page_size(void);
 HK_HIDDEN void *hk_os_reserve(size_t size);  /* address space, inaccessible, not counted as mapped */

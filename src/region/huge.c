@@ -713,9 +713,10 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
   size_t old_size = r->size;
   uint8_t *old = (uint8_t *)r + r->offset;
   mark(old, 0);
-  if (!hk_os_remap(body, old_size - head, total - head, target + head)) {
+  if (!hk_os_remap(body, old_size - head, total - head, target + head)) {  /* which gave the body's target back */
     mark(old, HK_MAP_HUGE);
-    hk_region_unmap(target, total);
+    hk_class_map_release(target, total);
+    hk_os_unmap(target, head);
     return NULL;
   }
   /* The header is copied, not moved: had a second mremap failed, the body

@@ -5,9 +5,14 @@
  *   it) moves its pages, content and all, and the block keeps the alignment
  *   posix_memalign gave it (1 GiB here, three times: a block aligned only
  *   to the 128 MiB every region has would pass by chance one time in 8);
+ * - a move the kernel refuses gives its target back, but one refused late,
+ *   having unmapped the target already, leaves alone what another thread
+ *   mapped there meanwhile;
  * - calloc clears what a freed one held, and what a region's freed units
  *   held, when it hands that memory out again. */
+#include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include "testutil.h"
 
 #define MIB ((size_t)1 << 20)
@@ -41,6 +46,58 @@ static void moved_block_keeps_alignment(void) {
   }
 }
 
+/* mremap, as the kernel's when armed: growth in place refused, and a move
+ * refused, early (too many mappings) or late (no memory for page tables).
+ * A late refusal has unmapped the target first, and there another thread's
+ * mapping of a page then lands. */
+static volatile int refuse;  /* volatile: the compiler knows realloc reads no global */
+enum { EARLY = 1, LATE };
+static unsigned char *volatile target_seen, *volatile other;
+
+void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...) {
+  void *target = NULL;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    target = va_arg(ap, void *);
+    va_end(ap);
+  }
+  if (!refuse) return (void *)syscall(SYS_mremap, old, old_size, new_size, flags, target);
+  if (target) target_seen = target;
+  if (target && refuse == LATE) {
+    munmap(target, new_size);
+    other = mmap(target, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (other != MAP_FAILED) memset(other, 0x3c, 4096);
+  }
+  errno = ENOMEM;
+  return MAP_FAILED;
+}
+
+static void move_refused(int how) {
+  const size_t size = 200 * MIB, bigger = 300 * MIB;
+  unsigned char *p = malloc(size);
+  CHECK(p != NULL);
+  fill_pattern(p, size, 7);
+  target_seen = other = NULL;
+  refuse = how;
+  unsigned char *q = realloc(p, bigger);  /* copied to a new block, or NULL */
+  refuse = 0;
+  CHECK_MSG(target_seen != NULL, "no move onto a target was tried");
+  if (how == EARLY) {
+    CHECK_MSG(msync(target_seen, 4096, MS_ASYNC) != 0 && errno == ENOMEM, "the target of a refused move is kept");
+  } else {
+    CHECK(other != MAP_FAILED);
+    CHECK_MSG(msync(other, 4096, MS_ASYNC) == 0, "the mapping made where the target was is gone: %s", strerror(errno));
+    CHECK_MSG(find_not_byte(other, 0x3c, 4096) == SIZE_MAX, "the mapping made where the target was changed");
+    munmap(other, 4096);
+  }
+  CHECK_EQ(check_pattern(q ? q : p, size, 7), SIZE_MAX);
+  free(q ? q : p);
+}
+
+static void move_refused_early(void) { move_refused(EARLY); }
+static void move_refused_late(void) { move_refused(LATE); }
+
 /* calloc(size) of the memory a freed block of `first` bytes held: zero up
  * to size. */
 static void calloc_clears(size_t first, size_t size) {
@@ -66,6 +123,8 @@ int main(void) {
   test_init();
   CHECK_MSG(hakmem_active(), "this test needs hakmem");
   RUN(moved_block_keeps_alignment);
+  RUN(move_refused_early);
+  RUN(move_refused_late);
   RUN(calloc_of_reused_memory);
   return 0;
 }
