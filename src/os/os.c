@@ -96,6 +96,7 @@ void *hk_os_map(size_t size) {
  * the kernel maps above the ceiling or the limit leaves no room to over-map
  * (no ceiling: below the kernel's pick), places are tried downwards. */
 void *hk_os_map_aligned(size_t size, size_t alignment, size_t offset) {
+  size = hk_align_up(size, HK_PAGE_SIZE);  /* counted as the kernel maps it, and as hk_os_unmap counts it */
   uintptr_t hint = atomic_load_explicit(&next_aligned_hint, memory_order_relaxed);
   uintptr_t step = hk_align_up(size, alignment);
   uint8_t *p = NULL;
@@ -229,12 +230,23 @@ void hk_os_unmap(void *p, size_t size) {
   else hk_os_discard(p, size);  /* a split refused (vm.max_map_count): its pages go, the range stays, counted */
 }
 
+/* Whether nothing is mapped at p's page. */
+static bool hole_at(void *p) {
+  unsigned char resident;
+  int saved = errno;
+  bool hole = mincore(p, 1, &resident) != 0 && errno == ENOMEM;
+  errno = saved;
+  return hole;
+}
+
 /* Resizes a mapping in place, or with `target` (a mapping of new_size made by
  * hk_os_map_aligned) moves it there, replacing the target; a move refused
  * gives the target back.  The kernel unmaps the target before it moves, so
  * a move refused late leaves a hole there, which another thread's mapping
  * may have filled by now: the target is unmapped only if the word written at
- * its start is still there. */
+ * its start is still there.  Where that word cannot be read and the place
+ * is not a hole, the target stays, counted: a leak, not another's mapping
+ * unmapped. */
 void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target) {
   atomic_fetch_add_explicit(&n_mremap, 1, memory_order_relaxed);
   uintptr_t mine = ~(uintptr_t)target, seen = 0;
@@ -242,8 +254,9 @@ void *hk_os_remap(void *p, size_t old_size, size_t new_size, void *target) {
   void *q = hk_keep_errno(target ? mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target)
                                  : mremap(p, old_size, new_size, 0));
   if (q == MAP_FAILED && target) {
-    if (hk_os_read(&seen, target, sizeof seen) && seen == mine) hk_os_unmap(target, new_size);
-    else atomic_fetch_sub_explicit(&mapped_bytes, new_size, memory_order_relaxed);  /* a hole, or another's */
+    bool read = hk_os_read(&seen, target, sizeof seen);
+    if (read && seen == mine) hk_os_unmap(target, new_size);
+    else if (read || hole_at(target)) atomic_fetch_sub_explicit(&mapped_bytes, new_size, memory_order_relaxed);
   }
   if (q == MAP_FAILED) return NULL;
   if (target) atomic_fetch_sub_explicit(&mapped_bytes, old_size, memory_order_relaxed);

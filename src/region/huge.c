@@ -707,6 +707,9 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
     return (uint8_t *)r + r->offset;
   }
   if (counted) hk_class_map_release((uint8_t *)r + r->size, total - r->size);
+  /* A shrink is not moved: the kernel cuts the old tail before it moves,
+   * and a move refused late would leave the block cut short. */
+  if (!grows) return NULL;
   size_t align = hk_max(HK_REGION_SIZE, r->alignment);
   uint8_t *target = hk_region_map(total, align, align > HK_REGION_SIZE ? r->offset : 0);
   if (!target) return NULL;

@@ -7,7 +7,8 @@
  *   to the 128 MiB every region has would pass by chance one time in 8);
  * - a move the kernel refuses gives its target back, but one refused late,
  *   having unmapped the target already, leaves alone what another thread
- *   mapped there meanwhile;
+ *   mapped there meanwhile, even where the target cannot be read back; a
+ *   shrink refused in place is not tried as a move;
  * - calloc clears what a freed one held, and what a region's freed units
  *   held, when it hands that memory out again. */
 #include <stdarg.h>
@@ -98,6 +99,34 @@ static void move_refused(int how) {
 static void move_refused_early(void) { move_refused(EARLY); }
 static void move_refused_late(void) { move_refused(LATE); }
 
+/* Where the target's first word cannot be read back (process_vm_readv
+ * refused, and no file descriptor for a pipe), what was mapped in its place
+ * is left alone all the same.  Last: the filters stay. */
+static void move_refused_late_unread(void) {
+  if (!refuse_syscall(SYS_process_vm_readv, EPERM) || !refuse_syscall(SYS_pipe2, EMFILE)) {
+    printf("  skip: no seccomp filter here (%s)\n", strerror(errno));
+    return;
+  }
+  move_refused(LATE);
+}
+
+/* A shrink the kernel refuses in place is not tried as a move, which the
+ * kernel would start by cutting the block's tail. */
+static void shrink_refused(void) {
+  const size_t size = 300 * MIB, smaller = 200 * MIB;
+  unsigned char *p = malloc(size);
+  CHECK(p != NULL);
+  fill_pattern(p, size, 9);
+  target_seen = NULL;
+  refuse = EARLY;
+  unsigned char *q = realloc(p, smaller);
+  refuse = 0;
+  CHECK(q != NULL);
+  CHECK_MSG(target_seen == NULL, "a shrink refused in place was tried as a move");
+  CHECK_EQ(check_pattern(q, smaller, 9), SIZE_MAX);
+  free(q);
+}
+
 /* calloc(size) of the memory a freed block of `first` bytes held: zero up
  * to size. */
 static void calloc_clears(size_t first, size_t size) {
@@ -125,6 +154,8 @@ int main(void) {
   RUN(moved_block_keeps_alignment);
   RUN(move_refused_early);
   RUN(move_refused_late);
+  RUN(shrink_refused);
   RUN(calloc_of_reused_memory);
+  RUN(move_refused_late_unread);
   return 0;
 }
