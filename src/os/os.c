@@ -399,10 +399,9 @@ void hk_os_space_unlock_untaken(void) {
 
 int hk_os_mlockall(int flags) { return (int)syscall(SYS_mlockall, flags); }
 
-/* Copies n bytes of this process's memory, maybe
- * unmapped meanwhile (a dead thread's stack): EFAULT, not a fault; false
- * then.  Where process_vm_readv is refused (seccomp, an emulator), through
- * a pipe. */
+/* Copies n bytes of this process's memory, maybe unmapped meanwhile (a dead
+ * thread's stack): EFAULT, not a fault; false then.  Where process_vm_readv
+ * is refused (seccomp, an emulator), through a pipe. */
 bool hk_os_read(void *dst, const void *src, size_t n) {
   struct iovec local = {dst, n}, remote = {(void *)src, n};
   int saved = errno, fd[2];
