@@ -69,14 +69,15 @@ static uint8_t *map_exactly(uintptr_t at, size_t size, bool *no_room) {
 /* A mapping of `size` bytes at an aligned place at or below `top` (p +
  * offset a multiple of `alignment`), trying places `step` apart going down;
  * NULL if none of the first 4 096 is free, or at once if the kernel has no
- * room for it anywhere. */
+ * room for it anywhere.  The first place may end past the kernel's own top
+ * (x86-64's is 2^47 less a page): its ENOMEM says nothing of the others. */
 static uint8_t *map_below(uintptr_t top, size_t size, size_t alignment, size_t offset, size_t step) {
   if (top < size + alignment) return NULL;
   uint8_t *p = NULL;
   bool no_room = false;
   for (uintptr_t at = (top - size + offset) / alignment * alignment - offset, tries = 0;
        !p && !no_room && at >= HK_UNIT_SIZE && at <= top && tries < 4096; at = at >= step ? at - step : 0, tries++)
-    p = map_exactly(at, size, &no_room);
+    p = map_exactly(at, size, tries ? &no_room : NULL);
   return p;
 }
 
