@@ -234,11 +234,14 @@ static uint64_t stack_hash(void *const *pc, unsigned n) {
 }
 
 /* The stack's slot, found without the lock, made under it if new; NULL if
- * the table is full. */
+ * its probes are all taken (said once: the table is full, or nearly), so
+ * that a sample of a new stack then costs STACK_PROBES looks, not a table's. */
+#define STACK_PROBES 64
 static stack_t *stack_of(void *const *pc, unsigned n) {
+  static bool full_said;
   uint64_t h = stack_hash(pc, n);
   for (bool locked = false;; locked = true) {
-    for (unsigned i = (unsigned)h, tries = 0; tries < STACKS; i++, tries++) {
+    for (unsigned i = (unsigned)h, tries = 0; tries < STACK_PROBES; i++, tries++) {
       stack_t *s = &stacks[i % STACKS];
       uint64_t at = __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE);
       if (!at && !locked) break;
@@ -253,7 +256,12 @@ static stack_t *stack_of(void *const *pc, unsigned n) {
       }
     }
     if (locked) {
+      bool say = !full_said;
+      full_said = true;
       hk_unlock(&stacks_lock);
+      if (say)
+        hk_message("hakmem: heap profile: no room for more stacks (%u kept): samples of new ones are not recorded\n",
+                   STACKS);
       return NULL;
     }
     hk_lock(&stacks_lock);
@@ -474,12 +482,12 @@ bool hk_prof_lift(const void *p, hk_prof_lifted_t *lifted) {
 void hk_prof_land(void *p, const hk_prof_lifted_t *lifted) {
   record_t moved;
   memcpy(&moved, lifted, sizeof moved);
-  moved.p = (uintptr_t)p;
-  shard_t *sh = shard_of(p);
+  if (p) moved.p = (uintptr_t)p;
+  shard_t *sh = shard_of((const void *)moved.p);
   shard_lock(sh);
-  record_t *r = record_add(sh, moved.p);
+  record_t *r = p ? record_add(sh, moved.p) : NULL;
   if (r) *r = moved, count_record(moved.p, 1);
-  else weigh(&stacks[moved.stack], &moved, -1);  /* no room: the sample is forgotten */
+  else weigh(&stacks[moved.stack], &moved, -1);  /* none wanted, or no room: the sample is forgotten */
   shard_unlock(sh);
 }
 
@@ -586,8 +594,8 @@ static void write_profile(out_t *o) {
   int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (maps < 0) return;
   ssize_t r;
-  while ((r = read(maps, o->buf, sizeof o->buf)) > 0) {
-    o->n = (size_t)r;
+  while ((r = read(maps, o->buf, sizeof o->buf)) > 0 || (r < 0 && errno == EINTR)) {
+    o->n = r > 0 ? (size_t)r : 0;
     out_flush(o);
   }
   close(maps);
@@ -631,14 +639,19 @@ static void dump_to(unsigned n) {
 }
 
 /* HAKMEM_PROF_INTERVAL_MB: the live heap grew by the interval since the
- * last one (to be seen again under the lock: threads may cross it at once). */
+ * last one (to be seen again under the lock: threads may cross it at once).
+ * Written under the lock, so that profile N+1 never holds an earlier state
+ * than profile N. */
 static void dump_numbered(void) {
+  int cancel;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);  /* not at a write with the lock held */
   hk_lock(&dump_lock);
   int64_t live = __atomic_load_n(&live_total, __ATOMIC_RELAXED);
   unsigned n = live >= next_dump ? ++dumps : 0;
   if (n) __atomic_store_n(&next_dump, live + (int64_t)hk_opt.prof_interval_mb * 1048576, __ATOMIC_RELAXED);
-  hk_unlock(&dump_lock);
   if (n) dump_to(n);
+  hk_unlock(&dump_lock);
+  pthread_setcancelstate(cancel, NULL);
 }
 
 /* ---- set-up, exit, fork --------------------------------------------------------- */
@@ -675,19 +688,22 @@ void hk_prof_init(void) {
  * shard's). */
 static void report_leaks(void) {
   static stack_t top[LEAKS_SHOWN];
-  unsigned n = 0;
+  unsigned n = 0, last = 0;
   double shown = 1e300;
   lock_shards();
+  /* in falling bytes, then rising slots: stacks of one sample each tie */
   for (; n < LEAKS_SHOWN; n++) {
-    const stack_t *best = NULL;  /* the largest below the last one shown */
+    unsigned best = STACKS;
     for (unsigned i = 0; i < STACKS; i++) {
       const stack_t *s = &stacks[i];
-      if (stack_made(s) && s->live_bytes >= 0.5 && s->live_bytes < shown && (!best || s->live_bytes > best->live_bytes))
-        best = s;
+      double b = s->live_bytes;
+      if (stack_made(s) && b >= 0.5 && (b < shown || (b == shown && i > last)) &&
+          (best == STACKS || b > stacks[best].live_bytes))
+        best = i;
     }
-    if (!best) break;
-    shown = best->live_bytes;
-    top[n] = *best;
+    if (best == STACKS) break;
+    shown = stacks[best].live_bytes, last = best;
+    top[n] = stacks[best];
   }
   unlock_shards();
   for (unsigned k = 0; k < n; k++) {

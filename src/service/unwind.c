@@ -298,19 +298,25 @@ void hk_unwind_forked(void) {
   if (epoch & 1) epoch++, forget_rules();
 }
 
+static void forget_kept_rules(void) {
+  if (!__atomic_load_n(&any_kept, __ATOMIC_RELAXED)) return;
+  while (__atomic_exchange_n(&making, true, __ATOMIC_ACQUIRE)) hk_pause();
+  forget_rules();
+  __atomic_store_n(&making, false, __ATOMIC_RELEASE);
+}
+
 /* The rules go before the object does (an object still in use stays, and
- * its rules are read again).  A dlclose from the C library's own code
+ * its rules are read again), and again after: its destructors' samples
+ * walked its frames meanwhile.  A dlclose from the C library's own code
  * (iconv's modules) is not seen. */
 HK_EXPORT int dlclose(void *handle) {
   static int (*next)(void *);
   int (*call)(void *) = __atomic_load_n(&next, __ATOMIC_RELAXED);
   if (!call) __atomic_store_n(&next, call = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose"), __ATOMIC_RELAXED);
-  if (__atomic_load_n(&any_kept, __ATOMIC_RELAXED)) {
-    while (__atomic_exchange_n(&making, true, __ATOMIC_ACQUIRE)) hk_pause();
-    forget_rules();
-    __atomic_store_n(&making, false, __ATOMIC_RELEASE);
-  }
-  return call ? call(handle) : 0;  /* none in a static program: the object stays */
+  forget_kept_rules();
+  int done = call ? call(handle) : 0;  /* none in a static program: the object stays */
+  forget_kept_rules();
+  return done;
 }
 
 /* The return addresses of the calling function's frame and those above it

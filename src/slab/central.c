@@ -245,8 +245,9 @@ __attribute__((no_sanitize("thread"))) static unsigned slab_take_in_order(hk_sla
     }
   }
   if (last) hk_set_next(last, NULL);
-  /* a block freed again meanwhile (another thread's misuse) */
-  if (hk_unlikely(n + kept != home)) slab_list_broken(s, NULL);
+  /* a block freed again meanwhile (another thread's misuse); the list,
+   * relinked already, cannot name it */
+  if (hk_unlikely(n + kept != home)) hk_fatal("free(): double free or corrupted block in a slab", s->start);
   s->free = list;
   s->pushed = 0;
   s->nfree = (uint16_t)(s->nfree - n);
@@ -508,6 +509,7 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
     if (slab_is_empty(s)) {
       if (c->nempty == 0 && keep) {
         c->nempty = 1;
+        hk_purge_note();  /* kept resident: gone if the class goes idle */
       } else {
         hk_list_remove(&c->partial, s);
         release(c, s);

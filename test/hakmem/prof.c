@@ -16,9 +16,12 @@
  * size; the profile at exit written where HAKMEM_PROF said, though the
  * program wrote its title over its environment; and HAKMEM_PROF_SAMPLE=0
  * said to turn the profile off, and hak_prof_dump's ENOENT without
- * sampling; a library unloaded and another loaded at
- * its addresses, each frame of its samples' stacks walked by its own
- * rules. */
+ * sampling; a library unloaded (its destructor sampled as it goes) and
+ * another loaded at its addresses, each frame of its samples' stacks walked
+ * by its own rules; blocks resized by realloc where they are, profiled at
+ * their new sizes; more stacks than the table holds, said once; and twelve
+ * sites keeping blocks, every one live in the profile in the leak report,
+ * ties and all. */
 #include "testutil.h"
 
 #include <malloc.h>
@@ -195,6 +198,74 @@ __attribute__((noinline)) void giant_site(void) {
   CHECK(blocks[nblocks - 1] != NULL);
 }
 
+/* A buffer grown where it is, and one shrunk: each profiled at its new
+ * size (blocks of a mapping of their own, resized by the kernel). */
+#define GROWN ((size_t)600 << 20)
+#define SHRUNK ((size_t)2 << 20)
+void grown_site(void);
+__attribute__((noinline)) void grown_site(void) {
+  void *p = malloc(GROWN / 8);
+  CHECK(p != NULL);
+  CHECK((blocks[nblocks++] = realloc(p, GROWN)) != NULL);
+}
+void shrunk_site(void);
+__attribute__((noinline)) void shrunk_site(void) {
+  void *p = malloc(GROWN);
+  CHECK(p != NULL);
+  CHECK((blocks[nblocks++] = realloc(p, SHRUNK)) != NULL);
+}
+static void resized(void) {
+  grown_site();
+  shrunk_site();
+}
+
+/* Every block sampled from 2^15 stacks, more than the profile keeps: it
+ * says so once, and goes on.  A path of 15 turns, each through left or
+ * right, made distinct functions by noipa. */
+void *turns(unsigned path, unsigned depth);
+__attribute__((noipa)) static void *left(unsigned path, unsigned depth) {
+  void *p = turns(path, depth);
+  __asm__ volatile("" : : "r"(p) : "memory");  /* not a tail call */
+  return p;
+}
+__attribute__((noipa)) static void *right(unsigned path, unsigned depth) {
+  void *p = turns(path, depth);
+  __asm__ volatile("" : : "r"(p) : "memory");
+  return p;
+}
+__attribute__((noipa)) void *turns(unsigned path, unsigned depth) {
+  if (!depth) return malloc(3 << 20);  /* huge: each one counted, so sampled */
+  return path & 1 ? left(path >> 1, depth - 1) : right(path >> 1, depth - 1);
+}
+static void many_stacks(void) {
+  for (unsigned path = 0; path < 1u << 15; path++) {
+    void *p = turns(path, 15);
+    CHECK(p != NULL);
+    free(p);
+  }
+}
+
+/* Twelve sites keep blocks of one size, a few samples each: sites whose
+ * estimates tie are all in the leak report (the profile says which live). */
+static void tied(void) {
+  void (*const sites[])(size_t, bool) = {churn_0, churn_1, churn_2, churn_3, churn_4,  churn_5,
+                                         churn_6, churn_7, churn_8, churn_9, churn_10, churn_11};
+  for (int round = 0; round < 3000; round++)
+    for (size_t s = 0; s < sizeof sites / sizeof *sites; s++) sites[s](1000, true);
+}
+
+/* The bytes the leak report gives for the stack that holds `site`; -1 if none. */
+static double leak_of(const char *err, const char *site) {
+  for (const char *at = strstr(err, "hakmem: leak: about"); at;) {
+    const char *next = strstr(at + 1, "hakmem: leak: about");
+    const char *found = strstr(at, site);
+    double bytes;
+    if (found && (!next || found < next) && sscanf(at, "hakmem: leak: about %lf", &bytes) == 1) return bytes;
+    at = next;
+  }
+  return -1;
+}
+
 /* As servers set their process title: the environment copied away, and
  * the title written over the memory of the arguments and the environment. */
 extern char **environ;
@@ -304,6 +375,9 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "title")) title(argv);
     if (!strcmp(argv[1], "unloaded")) unloaded();
     if (!strcmp(argv[1], "off")) sampling_off();
+    if (!strcmp(argv[1], "resized")) resized();
+    if (!strcmp(argv[1], "many_stacks")) many_stacks();
+    if (!strcmp(argv[1], "tied")) tied();
     return 0;
   }
   child_result_t res;
@@ -391,6 +465,45 @@ int main(int argc, char **argv) {
     CHECK_MSG(read == 1 && strstr(first, "giant_site"), "the 5 GiB block is not reported");
     CHECK_MSG(leaked > GIANT * 0.95 && leaked < GIANT * 1.05, "%.0f bytes reported of %zu", leaked, GIANT);
   }
+
+  const char *resized_env[] = {"HAKMEM_PROF_LEAKS=1", "HAKMEM_PROF_SAMPLE=1", NULL};
+  run("resized", resized_env, &res);
+  CHECK(exited_0(&res));
+  double grown = leak_of(res.err, "grown_site"), shrunk = leak_of(res.err, "shrunk_site");
+  CHECK_MSG(grown > GROWN * 0.95 && grown < GROWN * 1.05, "a block grown to %zu reported at %.0f bytes", GROWN, grown);
+  CHECK_MSG(shrunk > SHRUNK * 0.95 && shrunk < SHRUNK * 1.05, "a block shrunk to %zu reported at %.0f bytes", SHRUNK,
+            shrunk);
+
+  const char *many_env[] = {"HAKMEM_PROF_SAMPLE=1", NULL};
+  run("many_stacks", many_env, &res);
+  CHECK(exited_0(&res));
+  const char *full = "hakmem: heap profile: no room for more stacks", *said = strstr(res.err, full);
+  CHECK_MSG(said != NULL, "a full stack table is not said");
+  CHECK_MSG(!strstr(said + strlen(full), full), "a full stack table is said more than once");
+
+  /* every stack the profile at exit has live is in the report, up to 10 */
+  char tied_env_prof[80];
+  snprintf(tied_env_prof, sizeof tied_env_prof, "HAKMEM_PROF=%s", prof);
+  const char *tied_env[] = {"HAKMEM_PROF_LEAKS=1", "HAKMEM_PROF_SAMPLE=1048576", tied_env_prof, NULL};
+  run("tied", tied_env, &res);
+  CHECK(exited_0(&res));
+  FILE *f = fopen(prof, "r");
+  CHECK_MSG(f != NULL, "no profile %s", prof);
+  char line[4096];
+  unsigned live = 0, reported = 0;
+  CHECK(fgets(line, sizeof line, f) != NULL);  /* the header */
+  while (fgets(line, sizeof line, f) && line[0] != '\n') {
+    unsigned long objs, bytes;
+    CHECK(sscanf(line, "%lu: %lu [", &objs, &bytes) == 2);
+    live += bytes > 0;
+  }
+  fclose(f);
+  unlink(prof);
+  for (const char *at = strstr(res.err, "hakmem: leak: about"); at; at = strstr(at + 1, "hakmem: leak: about"))
+    reported++;
+  CHECK_MSG(live >= 2, "%u stacks live in the profile", live);
+  CHECK_MSG(reported == (live < 10 ? live : 10), "%u stacks in the leak report, %u live in the profile", reported,
+            live);
 
   const char *double_env[] = {"HAKMEM_PROF_SAMPLE=1", NULL};
   run("unloaded", double_env, &res);
