@@ -140,7 +140,15 @@ void hk_process_init_slow(void) {
 
 __attribute__((constructor)) static void hk_load(void) { hk_process_init(); }
 
+/* The reports at exit take the allocator's locks: exit() from a signal
+ * handler that interrupted malloc or free on this thread, one held, would
+ * wait for ever. */
 __attribute__((destructor)) static void hk_unload(void) {
+  if (hk_locks_held) {
+    if (hk_opt.os_stats || hk_opt.stats || hk_opt.front_metrics || hk_opt.front_dump || hk_prof_on)
+      hk_message("hakmem: reports at exit left out: exit() was called inside malloc or free (from a signal handler)\n");
+    return;
+  }
   hk_stats_at_exit();
   hk_prof_at_exit();
 }
