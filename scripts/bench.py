@@ -63,6 +63,7 @@ def run_matrix(benches, allocs, opts, tools, progress):
         failures.append(f"{bench.name} under {alloc.name}, {what}: {r.status}")
         progress.say("\n".join(filter(None, [f"FAIL {failures[-1]}", tail(r.stderr)])))
 
+    rounds = 0  # counted across benchmarks: none always opens one, after the last one's strace runs
     for bench in benches:
         argv = [program(opts.build, bench), *bench.args(opts.size)]
         cpu = runner.pinned_cpu() if bench.one_thread else None
@@ -70,7 +71,8 @@ def run_matrix(benches, allocs, opts, tools, progress):
             # the order changes from round to round, so that no allocator
             # always runs right after the same one (fresh pages cost what the
             # run before left behind)
-            for alloc in interleaved.order(allocs, i - 1):
+            rounds += 1
+            for alloc in interleaved.order(allocs, rounds - 1):
                 progress.step(f"{bench.name} {alloc.name} run {i}/{opts.runs}")
                 r = runner.run(argv, alloc.env(), opts.timeout, rusage="time" in tools, cpu=cpu)
                 runs.setdefault((bench.name, alloc.name), []).append(r)

@@ -421,7 +421,7 @@ def method(m):
         "Wall time: the program's steps from spawn to exit, added up (for memcached, the load's); median, least "
         "and most, interquartile range, and the resolution: half the width of a distribution-free interval of "
         f"the median holding it with {CONFIDENCE:.0%} confidence or more (the k-th smallest to the k-th largest "
-        "run: for 5 to 8 rounds the least and the most, 94-99 %), relative to the median: two allocators whose "
+        "run: for 5 to 7 rounds the least and the most, 94-98 %; for 8, the 2nd and the 7th, 93 %), relative to the median: two allocators whose "
         "ranges (min-max) do not overlap differ beyond the runs' scatter.  `vs fastest`: the median over the "
         "least median of all allocators.  `vs hakmem %`: the allocator's time against hakmem's round by round, "
         "the mean of the rounds' ratios less 1 (above 0: hakmem is faster), and the half-width of its 95 % "

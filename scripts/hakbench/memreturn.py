@@ -79,7 +79,7 @@ def markdown(command, results, chart):
 def write(out, results):
     """memory_return.csv and, with gnuplot, memory_return.svg (its name) or None."""
     rows = [{"allocator": name, "t_ms": t, "rss_kb": kb}
-            for name, (peak, samples, r) in results.items()
+            for name, (peak, samples, r) in results.items() if r.ok  # a failed run's samples: left out
             for t, kb in [(0, peak.get("freed_kb"))] + samples if kb not in (None, "")]
     report.write_csv(os.path.join(out, "memory_return.csv"), CSV_COLUMNS, rows)
     series = {n: [(row["t_ms"] / 1000, int(row["rss_kb"]) / 1024) for row in rows if row["allocator"] == n]

@@ -147,7 +147,8 @@ def pinned_cpus(threads):
 def _timed(argv, env, usage):
     """argv under GNU time, writing to `usage`, the preload given to argv alone."""
     env = dict(env)
-    preload = ["env", "LD_PRELOAD=" + env.pop("LD_PRELOAD")] if "LD_PRELOAD" in env else []
+    # through env either way, so that every allocator's run pays the same exec
+    preload = ["env", "LD_PRELOAD=" + env.pop("LD_PRELOAD")] if "LD_PRELOAD" in env else ["env", "-u", "LD_PRELOAD"]
     return ["time", "-o", usage, "-f", "RUSAGE %M %R %F", *preload, *argv], env
 
 

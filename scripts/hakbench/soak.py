@@ -231,7 +231,8 @@ def write(out, command, results, machine_info, drawn):
             f.write(r.stdout + r.stderr)
     rows = read_csv(os.path.join(out, "soak.csv"))
     failures = [f"soak under {name}: {r.status}" for name, r in results.items() if not r.ok]
-    summaries = analyze([r for r in rows if r["allocator"] in {n for n, x in results.items() if x.ok}])
+    rows = [r for r in rows if r["allocator"] in {n for n, x in results.items() if x.ok}]  # a failed run's epochs: not drawn either
+    summaries = analyze(rows)
     report.write_csv(os.path.join(out, "soak_summary.csv"), SUMMARY_COLUMNS, summaries)
     md = [f"# hakmem soak {os.path.basename(out)}", "", "## Machine", ""]
     md += [f"- {label}: {value}" for label, value in machine_info]

@@ -162,7 +162,8 @@ refused "unknown allocator hakmem-fast" "hakmem-fast"
 refused "unknown allocator nosuch" "hakmem,nosuch"
 
 # --- scripts/perfdoc on made-up results: NAME-prof is no peer, a row a
-# peer never finished is left out and named, the noise is told apart ---
+# peer never finished is left out and named (of the speed and of the peak
+# RSS summaries), the noise is told apart ---
 mkdir -p "$work/doc"
 {
   echo "bench,allocator,runs,failed,median_ops_per_sec,median_maxrss_kb"
@@ -173,6 +174,12 @@ mkdir -p "$work/doc"
   echo "b,glibc,5,0,200000000,1024"
   echo "c,hakmem,5,0,50000000,1024"
   echo "c,glibc,0,5,,"
+  echo "a,mimalloc,5,0,60000000,4096"
+  echo "b,mimalloc,5,0,100000000,4096"
+  echo "c,mimalloc,5,0,40000000,4096"
+  echo "d,hakmem,5,0,50000000,1024"
+  echo "d,glibc,5,0,40000000,2048"
+  echo "d,mimalloc,0,5,,"
 } > "$work/doc/results.csv"
 {
   echo "$header"
@@ -185,7 +192,32 @@ mkdir -p "$work/doc"
 python3 "$root/scripts/perfdoc" "$work/doc" > "$work/doc.md" || fail "perfdoc failed"
 grep -q '^| hakmem | 2 of 2 (1 beyond the noise, behind beyond it on 0) |' "$work/doc.md" ||
   { cat "$work/doc.md"; fail "perfdoc: the summary"; }
-grep -q '^Not compared, since hakmem or a peer finished no run of them: c\.$' "$work/doc.md" ||
-  fail "perfdoc: the row a peer never finished"
+grep -q '^Not compared, since hakmem or a peer finished no run of them: c, d\.$' "$work/doc.md" ||
+  { cat "$work/doc.md"; fail "perfdoc: the rows a peer never finished"; }
+# the peak RSS of the same rows: not d's against glibc's alone (mimalloc, which failed, may be leaner)
+grep -q '^| hakmem | [^|]* | [^|]* | 1 of 2 | ' "$work/doc.md" ||
+  { cat "$work/doc.md"; fail "perfdoc: the peak RSS summary counts a row a peer never finished"; }
 
-echo "compare: faster, same, too few runs, warnings (arguments, pinning, drift); rounds in a balanced order; bench.py ran and described an allocator given by path; perfdoc's summary"
+# --- the scorecard's summary on made-up rows: a tie is no lead, and a row
+# where hakmem or a peer finished no run is not compared but named ---
+python3 - "$root/scripts" > "$work/sc.out" 2>&1 <<'EOF' || { cat "$work/sc.out"; fail "scorecard: the summary"; }
+import importlib.machinery, sys, types
+sys.path.insert(0, sys.argv[1])
+sc = importlib.machinery.SourceFileLoader("scorecard", sys.argv[1] + "/scorecard").load_module()
+row = lambda b, a, v: {"bench": b, "allocator": a, "median_ops_per_sec": v}
+m = types.SimpleNamespace(latencies=None, rows=[
+    row("a", "hakmem", 100), row("a", "glibc", 90), row("a", "mimalloc", 95),
+    row("b", "hakmem", 100), row("b", "glibc", 100), row("b", "mimalloc", 50),   # a tie: no lead
+    row("c", "hakmem", 100), row("c", "glibc", 90), row("c", "mimalloc", None),  # a peer failed: not compared
+    row("d", "hakmem", None), row("d", "glibc", 90), row("d", "mimalloc", 80)])  # hakmem failed: not compared
+app = lambda n: types.SimpleNamespace(name=n)
+wall = lambda b, a, v: {"bench": b, "allocator": a, "median_wall_s": v}
+apps_m = types.SimpleNamespace(apps=[app("p"), app("q")], allocs=[app("hakmem"), app("glibc"), app("mimalloc")],
+                               rows=[wall("p", "hakmem", 1.0), wall("p", "glibc", 1.1), wall("p", "mimalloc", 1.2),
+                                     wall("q", "hakmem", 1.0), wall("q", "glibc", 1.1), wall("q", "mimalloc", None)])
+lines = sc.summary(m, [], apps_m)
+assert lines[0] == "- speed: hakmem is the fastest on 1 of 2 benchmarks (not compared, hakmem or a peer finished no run: c, d)", lines[0]
+assert lines[-2] == "- real programs: hakmem is the fastest on 1 of 1 (not compared, hakmem or a peer finished no run: q)", lines[-2]
+EOF
+
+echo "compare: faster, same, too few runs, warnings (arguments, pinning, drift); rounds in a balanced order; bench.py ran and described an allocator given by path; perfdoc's and the scorecard's summaries"
