@@ -271,6 +271,7 @@ static __attribute__((noinline)) void *realloc_unusual(void *p, size_t size, uin
   if (old_size == 0) hk_misuse("realloc", p, cls);
   if (!q) return size < old_size ? realloc_shrink(p, old_size, size) : realloc_move(p, old_size, size);
   hk_note_out(grown);
+  hk_purge_poll(false);  /* a shrink's tail given back to its region: a tick due, as after a free */
   return hk_prof_on ? resampled(q, old_size + (size_t)grown) : q;
 }
 

@@ -42,21 +42,24 @@ static glibc_terms_t glibc_terms(const hak_stats_t *s) {
   return g;
 }
 
+/* The statistics are mapped (hk_stats_snapshot): zeros without memory. */
 HK_EXPORT struct mallinfo2 mallinfo2(void) {
-  hak_stats_t s;
-  hak_stats_get(&s);
-  glibc_terms_t g = glibc_terms(&s);
-  return (struct mallinfo2){
+  hak_stats_t *s = hk_stats_snapshot();
+  if (!s) return (struct mallinfo2){0};
+  glibc_terms_t g = glibc_terms(s);
+  struct mallinfo2 m = {
       .arena = g.arena,
       .ordblks = g.free_blocks,
       .smblks = g.thread_blocks,
-      .hblks = s.huge_blocks,
-      .hblkhd = s.huge_bytes,
-      .fsmblks = s.thread_cached_bytes,
+      .hblks = s->huge_blocks,
+      .hblkhd = s->huge_bytes,
+      .fsmblks = s->thread_cached_bytes,
       .uordblks = g.in_use,
       .fordblks = g.arena - g.in_use,
-      .keepcost = s.free_resident_bytes,
+      .keepcost = s->free_resident_bytes,
   };
+  hk_stats_drop(s);
+  return m;
 }
 
 /* glibc's older form: int fields, which saturate instead of wrapping. */
@@ -72,12 +75,13 @@ struct mallinfo __libc_mallinfo(void) __attribute__((alias("mallinfo"), visibili
 
 /* glibc's format: one arena, hakmem's heap but huge blocks (mmapped chunks). */
 HK_EXPORT void malloc_stats(void) {
-  hak_stats_t s;
-  hak_stats_get(&s);
-  glibc_terms_t g = glibc_terms(&s);
+  hak_stats_t *s = hk_stats_snapshot();
+  if (!s) return;
+  glibc_terms_t g = glibc_terms(s);
   hk_message("Arena 0:\nsystem bytes     = %10zu\nin use bytes     = %10zu\n", g.arena, g.in_use);
   hk_message("Total (incl. mmap):\nsystem bytes     = %10zu\nin use bytes     = %10zu\n",
-             g.arena + s.huge_bytes, g.in_use + s.huge_bytes);
+             g.arena + s->huge_bytes, g.in_use + s->huge_bytes);
+  hk_stats_drop(s);
   size_t peak_blocks, peak_bytes;
   hk_huge_counts(&peak_blocks, &peak_bytes, true);
   hk_message("max mmap regions = %10zu\nmax mmap bytes   = %10zu\n", peak_blocks, peak_bytes);
@@ -99,31 +103,33 @@ static void info_system(FILE *f, const hak_stats_t *s, const glibc_terms_t *g) {
 
 HK_EXPORT int malloc_info(int options, FILE *f) {
   if (options != 0) return EINVAL;  /* glibc's answer (errno untouched), not its manual's -1 */
-  hak_stats_t s;
-  hak_stats_get(&s);
-  glibc_terms_t g = glibc_terms(&s);
+  hak_stats_t *s = hk_stats_snapshot();
+  if (!s) return ENOMEM;
+  glibc_terms_t g = glibc_terms(s);
   fprintf(f, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
-  for (unsigned i = 0; i < s.nclasses; i++) {
-    const hak_class_stats_t *c = &s.classes[i];
+  for (unsigned i = 0; i < s->nclasses; i++) {
+    const hak_class_stats_t *c = &s->classes[i];
     if (c->central_cached + c->thread_cached)
-      fprintf(f, "  <size from=\"%zu\" to=\"%zu\" total=\"%zu\" count=\"%zu\"/>\n", i ? s.classes[i - 1].block_size + 1 : 1,
+      fprintf(f, "  <size from=\"%zu\" to=\"%zu\" total=\"%zu\" count=\"%zu\"/>\n", i ? s->classes[i - 1].block_size + 1 : 1,
               c->block_size, (c->central_cached + c->thread_cached) * c->block_size, c->central_cached + c->thread_cached);
   }
   fprintf(f, "</sizes>\n");
-  info_totals(f, &s, &g);
-  info_system(f, &s, &g);
+  info_totals(f, s, &g);
+  info_system(f, s, &g);
   fprintf(f, "</heap>\n");
-  info_totals(f, &s, &g);
-  fprintf(f, "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n", s.huge_blocks, s.huge_bytes);
-  info_system(f, &s, &g);
+  info_totals(f, s, &g);
+  fprintf(f, "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n", s->huge_blocks, s->huge_bytes);
+  info_system(f, s, &g);
   fprintf(f, "</malloc>\n");
+  hk_stats_drop(s);
   return 0;
 }
 
 /* glibc's parameters and answers: M_ARENA_MAX sets how many arenas hold
  * SuperSlabs (for new threads; below 1 ignored); others match nothing here:
  * accepted and ignored, but refused (0) where glibc refuses it: M_MXFAST
- * above 160 bytes or negative.  Unknown ones get 1, as from glibc 2.36. */
+ * above 160 bytes or negative, M_MMAP_THRESHOLD above 32 MiB or negative.
+ * Unknown ones get 1, as from glibc 2.36. */
 HK_EXPORT int mallopt(int param, int value) {
   switch (param) {
     case M_ARENA_MAX:
@@ -133,6 +139,8 @@ HK_EXPORT int mallopt(int param, int value) {
       return 1;
     case M_MXFAST:
       return value >= 0 && value <= 80 * (int)sizeof(size_t) / 4;
+    case M_MMAP_THRESHOLD:  /* at most half glibc's largest heap (32 MiB); a negative value reads as huge */
+      return (size_t)(long)value <= ((size_t)4 << 20) * sizeof(long);
     default:
       return 1;
   }

@@ -106,8 +106,9 @@ static bool over_lean_target(void) {
 /* Lean mode over its cap (tick_lock held): gives back free resident memory,
  * oldest first, down to half the cap: the next trim waits for as much again. */
 static void lean_trim(void) {
+  if (!hk_opt.mem_lean || hk_opt.decommit == HK_DECOMMIT_OFF) return;  /* nothing to give back: no mincore scan */
   size_t cap = lean_cap_now();
-  if (!hk_opt.mem_lean || lean_resident(hk_purge_resident()) <= cap) return;
+  if (lean_resident(hk_purge_resident()) <= cap) return;
   uint64_t now = hk_now_ms();
   atomic_store_explicit(&lean_absent, hk_huge_nonresident(), memory_order_relaxed);
   atomic_store_explicit(&lean_look_ms, now, memory_order_relaxed);
@@ -145,7 +146,7 @@ static void tick(uint64_t now) {
   atomic_store_explicit(&next_tick, now + hk_max(hk_opt.purge_delay_ms, 1), memory_order_relaxed);
   atomic_store(&hk_purge_pending, false);  /* before the layers' locks, which order it (counters.c) */
   hk_central_purge(HK_PURGE_DUE);
-  size_t huge;
+  size_t huge = 0;  /* left alone where nothing is decommitted */
   hk_region_purge(HK_PURGE_DUE, 0, &huge);
   if (huge) atomic_store_explicit(&lean_absent, 0, memory_order_relaxed);
   if (hk_opt.mem_lean) lean_quiet();

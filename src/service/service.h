@@ -37,6 +37,8 @@ HK_HIDDEN void hk_front_print(const char *who, const hk_front_t *front);
 HK_HIDDEN void hk_stats_fork_lock(void);
 HK_HIDDEN void hk_stats_fork_unlock(bool child);
 HK_HIDDEN void hk_stats_at_exit(void);
+HK_HIDDEN hak_stats_t *hk_stats_snapshot(void);  /* hak_stats_get's, mapped; NULL without memory */
+HK_HIDDEN void hk_stats_drop(hak_stats_t *s);
 
 /* ---- the sampled heap profile (prof.c): called from the slow paths only ------ */
 extern bool hk_prof_on HK_HIDDEN;             /* set at start-up, never changed */

@@ -113,16 +113,18 @@ static bool class_seen(const hak_class_stats_t *c) {
   return c->slabs || c->slabs_made || c->misses || c->in_use || c->central_cached || c->hits;
 }
 
-/* A snapshot for the text and JSON forms: 11 KiB, mapped rather than on
- * the caller's stack; NULL if there is no memory for it. */
-static hak_stats_t *snapshot(void) {
+/* A snapshot for the text and JSON forms and glibc's calls: 11 KiB, mapped
+ * rather than on the caller's stack (a thread's of PTHREAD_STACK_MIN cannot
+ * spare it); NULL if there is no memory for it. */
+hak_stats_t *hk_stats_snapshot(void) {
   hak_stats_t *s = hk_os_map(sizeof *s);
   if (s) hak_stats_get(s);
   return s;
 }
+void hk_stats_drop(hak_stats_t *s) { hk_os_unmap(s, sizeof *s); }
 
 HK_EXPORT void hak_stats_print(hk_out_t out, void *arg) {
-  hak_stats_t *s = snapshot();
+  hak_stats_t *s = hk_stats_snapshot();
   if (!s) {
     say(out, arg, "hakmem: statistics: no memory for them\n");
     return;
@@ -148,11 +150,11 @@ HK_EXPORT void hak_stats_print(hk_out_t out, void *arg) {
         c->in_use, c->thread_cached, c->central_cached, c->slabs, c->hits, c->misses, c->overflows, c->moved,
         c->parked_hits, c->from_other_threads);
   }
-  hk_os_unmap(s, sizeof *s);
+  hk_stats_drop(s);
 }
 
 HK_EXPORT void hak_stats_json(hk_out_t out, void *arg) {
-  hak_stats_t *s = snapshot();
+  hak_stats_t *s = hk_stats_snapshot();
   if (!s) {
     say(out, arg, "{\"error\":\"no memory for the statistics\"}\n");
     return;
@@ -178,7 +180,7 @@ HK_EXPORT void hak_stats_json(hk_out_t out, void *arg) {
         c->misses, c->overflows, c->moved, c->parked_hits, c->from_other_threads, c->slabs_made);
   }
   say(out, arg, "]}\n");
-  hk_os_unmap(s, sizeof *s);
+  hk_stats_drop(s);
 }
 
 /* The front metrics as CSV, a row per size class, empty where a figure is not

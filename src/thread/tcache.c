@@ -545,8 +545,6 @@ void hk_tcache_fork_unlock(bool child, bool locked) {
   }
 }
 
-HK_EXPORT void hak_thread_flush(void) { hk_tcache_flush(&hk_tc); }
-
 /* The calling thread's lists against their room, then the central cache's. */
 HK_EXPORT size_t hak_heap_check(void) {
   hk_tcache_t *tc = &hk_tc;

@@ -231,13 +231,29 @@ static void *read_on_small_stack(void *arg) {
   hak_stats_get(s);
   lengths[2] = s->in_use_bytes;
   free(s);
+  /* and glibc's calls: each a snapshot too */
+  lengths[3] = mallinfo2().uordblks;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(f != NULL);
+  CHECK_EQ(malloc_info(0, f), 0);
+  fclose(f);
+  lengths[4] = len;
+  free(buf);
+  int err = dup(2);
+  CHECK(err >= 0 && freopen("/dev/null", "w", stderr) != NULL);
+  malloc_stats();
+  fflush(stderr);
+  CHECK(dup2(err, 2) == 2);
+  close(err);
   return NULL;
 }
 
 static void small_stack(void) {
   pthread_attr_t attr;
   pthread_t t;
-  size_t lengths[3] = {0, 0, 0};
+  size_t lengths[5] = {0};
   CHECK_EQ(pthread_attr_init(&attr), 0);
   CHECK_EQ(pthread_attr_setstacksize(&attr, PTHREAD_STACK_MIN), 0);
   CHECK_EQ(pthread_create(&t, &attr, read_on_small_stack, lengths), 0);
@@ -246,6 +262,8 @@ static void small_stack(void) {
   printf("  on a stack of %zu bytes: %zu and %zu bytes of text and JSON, %zu bytes in use\n",
          (size_t)PTHREAD_STACK_MIN, lengths[0], lengths[1], lengths[2]);
   CHECK(lengths[0] > 0 && lengths[1] > 0 && lengths[2] > 0);
+  printf("  and mallinfo2: %zu bytes in use; malloc_info: %zu bytes of XML; malloc_stats\n", lengths[3], lengths[4]);
+  CHECK(lengths[3] > 0 && lengths[4] > 0);
 }
 
 static void glibc_calls(void) {
@@ -273,6 +291,9 @@ static void glibc_calls(void) {
   free(buf);
   CHECK_EQ(mallopt(M_ARENA_MAX, 2), 1);
   CHECK_EQ(mallopt(M_MMAP_THRESHOLD, 1 << 20), 1);
+  CHECK_EQ(mallopt(M_MMAP_THRESHOLD, 32 << 20), 1);
+  CHECK_EQ(mallopt(M_MMAP_THRESHOLD, (32 << 20) + 1), 0);  /* glibc's refusals */
+  CHECK_EQ(mallopt(M_MMAP_THRESHOLD, -1), 0);
   CHECK_EQ(mallopt(12345, 1), 1);
   for (int i = 0; i < 100; i++) free(p[i]);
 }
