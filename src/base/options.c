@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 #include "base/base.h"
 
@@ -178,8 +179,31 @@ static bool any_variable(void) {
   return false;
 }
 
+/* Variables of hakmem's own tools, not options: the tests' and the bench kit's. */
+static bool tool_variable(const char *name, size_t len) {
+  static const char *const tools[] = {"HAKMEM_LIB", "HAKMEM_NO_APT", "HAKMEM_PEERS"};
+  if (len > 12 && !strncmp(name, "HAKMEM_TEST_", 12)) return true;
+  for (size_t i = 0; i < sizeof tools / sizeof *tools; i++)
+    if (strlen(tools[i]) == len && !strncmp(name, tools[i], len)) return true;
+  return false;
+}
+
+/* A HAKMEM_ variable that no row reads, a misspelt option most often
+ * (HAKMEM_PURGE_DELAY for HAKMEM_PURGE_DELAY_MS): a line each. */
+static void unknown_variables(void) {
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "HAKMEM_", 7)) continue;
+    size_t len = strcspn(*e, "=");
+    bool known = tool_variable(*e, len);
+    for (unsigned i = 0; i < hk_option_count && !known; i++)
+      known = strlen(hk_option_table[i].name) == len && !strncmp(*e, hk_option_table[i].name, len);
+    if (!known) hk_message("hakmem: ignoring %.*s: no such option\n", (int)hk_min(len, (size_t)64), *e);
+  }
+}
+
 void hk_options_init(bool huge_pages) {
-  bool env = false, any = any_variable();
+  bool env = false, any = any_variable() && !getauxval(AT_SECURE);  /* setuid: the defaults, unsaid */
+  if (any) unknown_variables();
   hk_profile = any ? (unsigned)read_option(&hk_option_table[0], HK_PROFILE_SPEED, &env) : HK_PROFILE_SPEED;
   for (unsigned i = 1; i < hk_option_count; i++) {
     const hk_option_t *o = &hk_option_table[i];

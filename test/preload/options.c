@@ -8,7 +8,8 @@
  *   profile, an unknown profile is reported and runs as speed;
  * - the usual spellings are read (on/off, yes/no, true/false, sizes with K/M/G);
  * - every option given a value it cannot take gets one line on stderr naming
- *   the variable and the value used instead, and the program runs on. */
+ *   the variable and the value used instead, and the program runs on;
+ * - a HAKMEM_ variable that is no option (a misspelt one) gets a line too. */
 #include "testutil.h"
 
 typedef struct setting {
@@ -161,6 +162,16 @@ static void every_bad_value_is_reported(void) {
             "%s", res.err);
 }
 
+/* A variable no option reads (a misspelt one) gets a line; the tools' own do not. */
+static void unknown_variables_are_reported(void) {
+  child_result_t res;
+  const char *typo[] = {"HAKMEM_PURGE_DELAY=0", "HAKMEM_PURGE_DELAY_MS=50", "HAKMEM_TEST_ANYTHING=1", NULL};
+  run_with(typo, &res);
+  CHECK_MSG(strstr(res.err, "hakmem: ignoring HAKMEM_PURGE_DELAY: no such option\n") != NULL, "%s", res.err);
+  CHECK_MSG(!strstr(res.err, "HAKMEM_PURGE_DELAY_MS") && !strstr(res.err, "HAKMEM_TEST_ANYTHING"), "%s", res.err);
+  CHECK_MSG(strchr(res.err, '\n') == strrchr(res.err, '\n'), "more than one line:\n%s", res.err);
+}
+
 int main(int argc, char **argv) {
   test_init();
   CHECK_MSG(hakmem_active(), "this test needs hakmem");
@@ -174,5 +185,6 @@ int main(int argc, char **argv) {
   RUN(lean_ignores_prewarm);
   RUN(spellings);
   RUN(every_bad_value_is_reported);
+  RUN(unknown_variables_are_reported);
   return 0;
 }
