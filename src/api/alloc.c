@@ -31,10 +31,12 @@ static inline __attribute__((always_inline)) unsigned class_of(size_t size, size
   return cls <= HK_NCLASS ? cls : 0;
 }
 
-/* The bytes a refill of class cls (0: a huge block of `size`) just handed
- * out: the block returned and those left on the list, which was empty. */
-static size_t refilled(unsigned cls, size_t size) {
-  if (!cls) return size;
+/* The bytes a refill of class cls just handed out: the block returned and
+ * those left on the list, which was empty; a huge block's usable bytes
+ * (cls 0), as a class's, so that a sample's objects are its bytes over its
+ * usable size. */
+static size_t refilled(unsigned cls, size_t huge_usable) {
+  if (!cls) return huge_usable;
   return (size_t)(1 + hk_tc.cap[cls] - hk_tc.room[cls]) * hk_classes[cls].size;
 }
 
@@ -93,7 +95,7 @@ static inline __attribute__((always_inline)) void *route_with(unsigned cls, size
     errno = p ? error : ENOMEM;
   }
   hk_purge_poll(true);
-  uint64_t crossings = prof && p ? hk_prof_count(refilled(cls, size)) : 0;
+  uint64_t crossings = prof && p ? hk_prof_count(refilled(cls, usable)) : 0;
   return hk_unlikely(crossings) ? sampled(p, cls, alignment, zero, crossings, usable) : p;
 }
 

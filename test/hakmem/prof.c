@@ -19,7 +19,8 @@
  * sampling; a library unloaded (its destructor sampled as it goes) and
  * another loaded at its addresses, each frame of its samples' stacks walked
  * by its own rules; blocks resized by realloc where they are, profiled at
- * their new sizes; more stacks than the table holds, said once; and twelve
+ * their new sizes; 100 huge blocks counted as 100 (not as their requested
+ * bytes over their usable size); more stacks than the table holds, said once; and twelve
  * sites keeping blocks, every one live in the profile in the leak report,
  * ties and all. */
 #include "testutil.h"
@@ -219,6 +220,13 @@ static void resized(void) {
   shrunk_site();
 }
 
+/* Huge blocks just above a size their usable size rounds up from: the
+ * report's count of blocks is its bytes over that usable size. */
+void huge_site(void);
+__attribute__((noinline)) void huge_site(void) {
+  for (int i = 0; i < 100; i++) CHECK((blocks[nblocks++] = malloc((1 << 20) + 1)) != NULL);
+}
+
 /* Every block sampled from 2^15 stacks, more than the profile keeps: it
  * says so once, and goes on.  A path of 15 turns, each through left or
  * right, made distinct functions by noipa. */
@@ -376,6 +384,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "unloaded")) unloaded();
     if (!strcmp(argv[1], "off")) sampling_off();
     if (!strcmp(argv[1], "resized")) resized();
+    if (!strcmp(argv[1], "huge_objects")) huge_site();
     if (!strcmp(argv[1], "many_stacks")) many_stacks();
     if (!strcmp(argv[1], "tied")) tied();
     return 0;
@@ -473,6 +482,15 @@ int main(int argc, char **argv) {
   CHECK_MSG(grown > GROWN * 0.95 && grown < GROWN * 1.05, "a block grown to %zu reported at %.0f bytes", GROWN, grown);
   CHECK_MSG(shrunk > SHRUNK * 0.95 && shrunk < SHRUNK * 1.05, "a block shrunk to %zu reported at %.0f bytes", SHRUNK,
             shrunk);
+
+  run("huge_objects", resized_env, &res);
+  CHECK(exited_0(&res));
+  double objects = 0;
+  const char *huge_leak = strstr(res.err, "huge_site");
+  while (huge_leak && huge_leak > res.err && strncmp(huge_leak, "hakmem: leak: about", 19)) huge_leak--;
+  read = huge_leak ? sscanf(huge_leak, "hakmem: leak: about %*f bytes in %lf blocks", &objects) : 0;  /* not in CHECK's format */
+  CHECK_MSG(read == 1, "no leak reported for huge_site");
+  CHECK_MSG(objects >= 99 && objects <= 101, "100 huge blocks reported as %.0f", objects);
 
   const char *many_env[] = {"HAKMEM_PROF_SAMPLE=1", NULL};
   run("many_stacks", many_env, &res);
