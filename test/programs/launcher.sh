@@ -58,7 +58,7 @@ expect 0 "$launcher" --heap-profile=h.heap sh -c 'echo "$HAKMEM_PROF"'
 [ "$(cat "$work/out")" = "$PWD/h.heap" ] || fail "--heap-profile=h.heap set \"$(cat "$work/out")\""
 
 # Bad usage: a usage line on stderr, status 2, and the command does not run.
-for args in "--profile fast" "--bogus" "--stats --nope"; do
+for args in "--profile fast" "--bogus" "--stats --nope" "--profile=" "--heap-profile="; do
   # shellcheck disable=SC2086  # the arguments are meant to be split
   expect 2 "$launcher" $args touch "$work/ran"
   [ ! -e "$work/ran" ] || fail "$args ran the command"
@@ -67,6 +67,7 @@ for args in "--profile fast" "--bogus" "--stats --nope"; do
 done
 expect 2 "$launcher"
 expect 2 "$launcher" --heap-profile
+expect 2 "$launcher" --heap-profile "" true
 
 # --hardened, in a copy of the launcher beside a library directory of its own:
 # first without the hardened build, then with one.
