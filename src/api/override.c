@@ -61,16 +61,18 @@ HK_EXPORT void *hak_memalign(size_t alignment, size_t size) {
   return hk_aligned(alignment, size);
 }
 
-/* glibc's malloc_trim: the calling thread's cache is handed back, and
- * everything free (but what other threads' caches hold) goes back to the OS
- * now, not on the purge schedule.  1 if memory was given back, as glibc says;
- * `pad` (room to leave at the top of glibc's heap) has no counterpart. */
-/* The blocks it hands back may leave memory to give back: a tick is
- * asked for, as after any free's trip home (else an idle process kept it). */
+/* The calling thread's cache handed back; the blocks may leave memory to
+ * give back, so a tick is asked for, as after any free's trip home (else an
+ * idle process kept it). */
 HK_EXPORT void hak_thread_flush(void) {
   hk_tcache_flush(&hk_tc);
   hk_purge_poll(false);
 }
+
+/* glibc's malloc_trim: the calling thread's cache is handed back, and
+ * everything free (but what other threads' caches hold) goes back to the OS
+ * now, not on the purge schedule.  1 if memory was given back, as glibc says;
+ * `pad` (room to leave at the top of glibc's heap) has no counterpart. */
 HK_EXPORT int hak_malloc_trim(size_t pad) {
   hk_process_init();
   return hk_purge_all();

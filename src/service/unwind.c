@@ -298,6 +298,7 @@ void hk_unwind_forked(void) {
   if (epoch & 1) epoch++, forget_rules();
 }
 
+/* Every kept rule emptied, once no rule is being made. */
 static void forget_kept_rules(void) {
   if (!__atomic_load_n(&any_kept, __ATOMIC_RELAXED)) return;
   while (__atomic_exchange_n(&making, true, __ATOMIC_ACQUIRE)) hk_pause();
