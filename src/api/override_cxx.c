@@ -59,21 +59,43 @@ static inline void *new_aligned(size_t size, size_t alignment) {
   return hk_likely(p != NULL) ? p : new_retry(size, alignment);
 }
 
+/* A pointer the fast path did not take, given to a form of delete that
+ * libstdc++ writes as a call to operator delete(void *) (sized, array,
+ * nothrow): where the program replaced that one, a pointer that is none of
+ * hakmem's (its own operator new's) goes to it, as without hakmem; the
+ * rest to free's slow path.  The program's is looked up at the first. */
+extern void own_delete(void *p);  /* _ZdlPv's address here, not the one in force (the GOT's) */
+static __attribute__((noinline, cold)) void derived_delete_slow(void *p) {
+  static void *_Atomic replaced = (void *)1;  /* 1: not looked up yet */
+  void *f = atomic_load_explicit(&replaced, memory_order_relaxed);
+  if (f == (void *)1) {
+    f = dlsym(RTLD_DEFAULT, "_ZdlPv");
+    if (f == (void *)own_delete) f = NULL;  /* hakmem's own: nothing replaced */
+    atomic_store_explicit(&replaced, f, memory_order_relaxed);
+  }
+  if (f && hk_class_map_lookup(p) == 0) ((void (*)(void *))f)(p);
+  else hk_free_slow(p);
+}
+
 HK_EXPORT void *_Znwm(size_t n) { return new_plain(n); }                           /* new(size_t) */
 HK_EXPORT void *_Znam(size_t n) { return new_plain(n); }                           /* new[](size_t) */
 HK_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a); }
 HK_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a); }
 
-HK_EXPORT void _ZdlPv(void *p) { hk_free_fast(p); }                                /* delete(void*) */
-HK_EXPORT void _ZdaPv(void *p) { hk_free_fast(p); }
-HK_EXPORT void _ZdlPvm(void *p, size_t n) { hk_free_fast(p); }                     /* sized */
-HK_EXPORT void _ZdaPvm(void *p, size_t n) { hk_free_fast(p); }
-HK_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { hk_free_fast(p); }       /* aligned */
+HK_EXPORT void _ZdlPv(void *p) { hk_free_fast(p); }  /* delete(void*) */
+extern __typeof__(_ZdlPv) own_delete __attribute__((alias("_ZdlPv"), visibility("hidden")));
+HK_EXPORT void _ZdaPv(void *p) { hk_free_with(p, derived_delete_slow); }
+/* sized */
+HK_EXPORT void _ZdlPvm(void *p, size_t n) { hk_free_with(p, derived_delete_slow); }
+HK_EXPORT void _ZdaPvm(void *p, size_t n) { hk_free_with(p, derived_delete_slow); }
+/* aligned */
+HK_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { hk_free_fast(p); }
 HK_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { hk_free_fast(p); }
 HK_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { hk_free_fast(p); }
 HK_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { hk_free_fast(p); }
-HK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { hk_free_fast(p); }  /* nothrow */
-HK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { hk_free_fast(p); }
+/* nothrow */
+HK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { hk_free_with(p, derived_delete_slow); }
+HK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { hk_free_with(p, derived_delete_slow); }
 HK_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { hk_free_fast(p); }
 HK_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { hk_free_fast(p); }
 #endif
