@@ -232,15 +232,6 @@ static inline void *realloc_small(void *p, size_t old_size, size_t size) {
   return size >= old_size / 2 || old_size <= 256 ? p : realloc_shrink(p, old_size, size);
 }
 
-/* A huge block resized where it was or moved by the kernel, counted by the
- * heap profile as a malloc of its new usable size, as a copy would be: a
- * buffer grown in place is profiled at its size, not at its first one's. */
-static __attribute__((noinline, cold)) void *resampled(void *q, size_t usable) {
-  uint64_t crossings = hk_prof_count(usable);
-  if (crossings) hk_prof_sample(q, usable, 0, crossings);
-  return q;
-}
-
 /* NULL, a huge block (resized where it is or remapped, and copied only
  * when neither can be done: out of its shared region, or a mapping the
  * program split: mlock, mprotect, madvise on part), a size of 0 (for a
@@ -274,7 +265,11 @@ static __attribute__((noinline)) void *realloc_unusual(void *p, size_t size, uin
   if (!q) return size < old_size ? realloc_shrink(p, old_size, size) : realloc_move(p, old_size, size);
   hk_note_out(grown);
   hk_purge_poll(false);  /* a shrink's tail given back to its region: a tick due, as after a free */
-  return hk_prof_on ? resampled(q, old_size + (size_t)grown) : q;
+  /* counted by the heap profile as a malloc of its new size, as a copy
+   * would be: a buffer grown in place is profiled at its size, not its first */
+  size_t usable = old_size + (size_t)grown;
+  uint64_t crossings = hk_prof_on ? hk_prof_count(usable) : 0;
+  return hk_unlikely(crossings) ? sampled(q, 0, 0, false, crossings, usable) : q;
 }
 
 /* A boundary of a small class's slab that the slab has not carved yet: a

@@ -179,24 +179,20 @@ static bool any_variable(void) {
   return false;
 }
 
-/* Variables of hakmem's own tools, not options: the tests' and the bench kit's. */
-static bool tool_variable(const char *name, size_t len) {
-  static const char *const tools[] = {"HAKMEM_LIB", "HAKMEM_NO_APT", "HAKMEM_PEERS"};
-  if (len > 12 && !strncmp(name, "HAKMEM_TEST_", 12)) return true;
-  for (size_t i = 0; i < sizeof tools / sizeof *tools; i++)
-    if (strlen(tools[i]) == len && !strncmp(name, tools[i], len)) return true;
-  return false;
-}
+/* Whether the variable whose name is var's first len bytes is `name`. */
+static bool named(const char *var, size_t len, const char *name) { return strlen(name) == len && !strncmp(var, name, len); }
 
 /* A HAKMEM_ variable that no row reads, a misspelt option most often
- * (HAKMEM_PURGE_DELAY for HAKMEM_PURGE_DELAY_MS): a line each. */
+ * (HAKMEM_PURGE_DELAY for HAKMEM_PURGE_DELAY_MS): a line each.  Those of
+ * hakmem's own tools (the tests', the bench kit's) are no options either. */
 static void unknown_variables(void) {
+  static const char *const tools[] = {"HAKMEM_LIB", "HAKMEM_NO_APT", "HAKMEM_PEERS"};
   for (char **e = environ; e && *e; e++) {
     if (strncmp(*e, "HAKMEM_", 7)) continue;
     size_t len = strcspn(*e, "=");
-    bool known = tool_variable(*e, len);
-    for (unsigned i = 0; i < hk_option_count && !known; i++)
-      known = strlen(hk_option_table[i].name) == len && !strncmp(*e, hk_option_table[i].name, len);
+    bool known = len > 12 && !strncmp(*e, "HAKMEM_TEST_", 12);
+    for (size_t i = 0; i < sizeof tools / sizeof *tools && !known; i++) known = named(*e, len, tools[i]);
+    for (unsigned i = 0; i < hk_option_count && !known; i++) known = named(*e, len, hk_option_table[i].name);
     if (!known) hk_message("hakmem: ignoring %.*s: no such option\n", (int)hk_min(len, (size_t)64), *e);
   }
 }
