@@ -55,16 +55,22 @@
 #define RECORD_BITS_MAX 16    /* 2 MiB: all 8, 393 216 live sampled blocks, 192 GiB of heap at the default period */
 #define LEAKS_SHOWN 10        /* stacks in the leak report */
 
+/* A stack's estimates (samples times their weights) from the blocks of
+ * one shard, written under its lock: threads sampling one call site at
+ * once, each in a shard of its own, share no line, and take no lock of
+ * the stack's.  A block's record moved by realloc to another shard takes
+ * its weight away there: a shard's figures may fall below 0, their sum not. */
+typedef struct tally {
+  double live_objs, live_bytes, all_objs, all_bytes;
+} __attribute__((aligned(64))) tally_t;
+
 /* A stack is found without a lock: its slot, once its hash is stored
- * (release, last), is never written again but for the counters, which a
- * sample's or free's shard lock holder updates under the stack's own spin
- * lock (so no fork finds it held: the fork takes every shard's). */
+ * (release, last), is never written again but for its tallies. */
 typedef struct stack {
   uint64_t hash;              /* 0: a free slot */
   unsigned depth;
-  uint8_t busy;               /* the counters' spin lock */
-  double live_objs, live_bytes, all_objs, all_bytes;  /* estimated: samples times their weights */
   void *pc[DEPTH];
+  tally_t tally[SHARDS];
 } stack_t;
 
 typedef struct record {
@@ -77,13 +83,18 @@ typedef struct record {
 } record_t;
 
 bool hk_prof_on;
-/* The records of sampled blocks, by address in shards: threads sampling at
- * once under one lock passed its line and the records' back and forth
- * (big_blocks-threads, every block sampled, ran slower on 2 threads than
- * on 1).  Each table is sized to its live samples, at most half full, so
- * that its lookups stay in cache and its pages are touched as the samples
- * need them (one table of the largest size hashed across took a page fault
- * per new sample's address). */
+/* The records of sampled blocks in shards, by the 128 MiB of address
+ * space a block lies in: huge blocks, and those standing in for small
+ * ones, come from regions of that size (region/huge.c), each of one arena,
+ * so that threads of different arenas sampling at once lock shards of
+ * their own (the first eight regions, side by side in the space reserved
+ * at start-up, each its own).  Shards by a hash of the address, each used
+ * by every thread in turn, passed their lines back and forth:
+ * big_blocks-threads, every block sampled, ran at 0.38 of its unsampled
+ * speed, 0.56 with these.  Each table is sized to its live samples, at
+ * most half full, so that its lookups stay in cache and its pages are
+ * touched as the samples need them (one table of the largest size hashed
+ * across took a page fault per new sample's address). */
 typedef struct shard {
   uint8_t busy;               /* its lock (shard_lock) */
   record_t *records;          /* replaced under the lock; read relaxed out of it for a prefetch */
@@ -97,19 +108,15 @@ static shard_t shards[SHARDS];
  * while).  A mutex's lock and unlock were 110 of a sample's 1 270
  * instructions.  Counted and skipped in fork's handlers as the allocator's
  * mutexes are (base.h). */
-static void spin_take(uint8_t *busy) {
-  for (unsigned spins = 0; __atomic_exchange_n(busy, 1, __ATOMIC_ACQUIRE);)
-    while (__atomic_load_n(busy, __ATOMIC_RELAXED)) spins++ < 100 ? hk_pause() : (void)sched_yield();
-}
-static void spin_give(uint8_t *busy) { __atomic_store_n(busy, 0, __ATOMIC_RELEASE); }
 static void shard_lock(shard_t *sh) {
   if (hk_forking) return;
   hk_locks_held++;
-  spin_take(&sh->busy);
+  for (unsigned spins = 0; __atomic_exchange_n(&sh->busy, 1, __ATOMIC_ACQUIRE);)
+    while (__atomic_load_n(&sh->busy, __ATOMIC_RELAXED)) spins++ < 100 ? hk_pause() : (void)sched_yield();
 }
 static void shard_unlock(shard_t *sh) {
   if (hk_forking) return;
-  spin_give(&sh->busy);
+  __atomic_store_n(&sh->busy, 0, __ATOMIC_RELEASE);
   hk_locks_held--;
 }
 static stack_t *stacks;
@@ -268,10 +275,10 @@ static stack_t *stack_of(void *const *pc, unsigned n) {
   }
 }
 
-/* An address's hash: its top bits pick the shard, the next ones the slot. */
+/* An address's hash, whose top bits pick its record's slot in its shard. */
 static uint64_t address_hash(uintptr_t p) { return (p >> 4) * 0x9e3779b97f4a7c15ull; }
-static shard_t *shard_of(const void *p) { return &shards[address_hash((uintptr_t)p) >> (64 - SHARD_BITS)]; }
-static size_t slot_of(uintptr_t p, unsigned bits) { return (size_t)(address_hash(p) << SHARD_BITS >> (64 - bits)); }
+static shard_t *shard_of(const void *p) { return &shards[(uintptr_t)p / HK_REGION_SIZE % SHARDS]; }
+static size_t slot_of(uintptr_t p, unsigned bits) { return (size_t)(address_hash(p) >> (64 - bits)); }
 static size_t record_mask(const shard_t *sh) { return ((size_t)1 << sh->bits) - 1; }
 
 /* Where p's record is out of the lock, for a prefetch: read relaxed, and a
@@ -349,12 +356,11 @@ static void record_remove(shard_t *sh, record_t *r) {
 }
 
 /* Adds (sign 1) or takes away (-1) r's estimate to its stack's; under r's shard lock. */
-static void weigh(stack_t *s, const record_t *r, double sign) {
+static void weigh(stack_t *s, const shard_t *sh, const record_t *r, double sign) {
   double bytes = (double)r->crossings * period, objs = bytes / (double)hk_max(r->size, 1);
-  spin_take(&s->busy);  /* a stack's counters: its samples come from any shard */
-  s->live_objs += sign * objs, s->live_bytes += sign * bytes;
-  if (sign > 0) s->all_objs += objs, s->all_bytes += bytes;
-  spin_give(&s->busy);
+  tally_t *t = &s->tally[sh - shards];
+  t->live_objs += sign * objs, t->live_bytes += sign * bytes;
+  if (sign > 0) t->all_objs += objs, t->all_bytes += bytes;
   if (intervals) __atomic_fetch_add(&live_total, (int64_t)(sign * bytes), __ATOMIC_RELAXED);
 }
 
@@ -439,7 +445,7 @@ void *hk_prof_sample(void *p, size_t size, size_t stand_in, uint64_t crossings) 
   if (r) {
     if (!reused) count_record((uintptr_t)p, 1);
     *r = (record_t){(uintptr_t)p, crossings, size, (uint32_t)(s - stacks), (uint32_t)stand_in, false};
-    weigh(s, r, 1);
+    weigh(s, sh, r, 1);
   }
   shard_unlock(sh);
   if (r && intervals &&
@@ -487,7 +493,7 @@ void hk_prof_land(void *p, const hk_prof_lifted_t *lifted) {
   shard_lock(sh);
   record_t *r = p ? record_add(sh, moved.p) : NULL;
   if (r) *r = moved, count_record(moved.p, 1);
-  else weigh(&stacks[moved.stack], &moved, -1);  /* none wanted, or no room: the sample is forgotten */
+  else weigh(&stacks[moved.stack], sh, &moved, -1);  /* none wanted, or no room: the sample is forgotten */
   shard_unlock(sh);
 }
 
@@ -502,7 +508,7 @@ hk_prof_freed_t hk_prof_forget(void *p) {
   if (r->p && r->kept) {
     what = HK_PROF_FREED_TWICE;
   } else if (r->p) {
-    weigh(&stacks[r->stack], r, -1);
+    weigh(&stacks[r->stack], sh, r, -1);
     void **slot = &kept[cls][sh - shards];
     what = cls && !*slot ? HK_PROF_KEPT : HK_PROF_FORGOTTEN;
     if (what == HK_PROF_KEPT) {
@@ -555,10 +561,21 @@ static void counts(double objs, double bytes, uint64_t *c, uint64_t *b) {
   *b = (uint64_t)((double)*c * avg + 0.5);
 }
 
+/* A stack's estimates: its tallies' sum (the shards' locks held). */
+static tally_t stack_sum(const stack_t *s) {
+  tally_t sum = {0};
+  for (unsigned i = 0; i < SHARDS; i++) {
+    sum.live_objs += s->tally[i].live_objs, sum.live_bytes += s->tally[i].live_bytes;
+    sum.all_objs += s->tally[i].all_objs, sum.all_bytes += s->tally[i].all_bytes;
+  }
+  return sum;
+}
+
 /* A stack's line: its live and all-time counts as pprof reads them. */
 static void stack_counts(const stack_t *s, uint64_t c[4]) {
-  counts(s->live_objs, s->live_bytes, &c[0], &c[1]);
-  counts(s->all_objs, s->all_bytes, &c[2], &c[3]);
+  tally_t sum = stack_sum(s);
+  counts(sum.live_objs, sum.live_bytes, &c[0], &c[1]);
+  counts(sum.all_objs, sum.all_bytes, &c[2], &c[3]);
 }
 
 /* Every shard's lock, which the counters' writers hold, in the one order. */
@@ -688,6 +705,7 @@ void hk_prof_init(void) {
  * shard's). */
 static void report_leaks(void) {
   static stack_t top[LEAKS_SHOWN];
+  tally_t sum[LEAKS_SHOWN];
   unsigned n = 0, last = 0;
   double shown = 1e300;
   lock_shards();
@@ -695,21 +713,21 @@ static void report_leaks(void) {
   for (; n < LEAKS_SHOWN; n++) {
     unsigned best = STACKS;
     for (unsigned i = 0; i < STACKS; i++) {
-      const stack_t *s = &stacks[i];
-      double b = s->live_bytes;
-      if (stack_made(s) && b >= 0.5 && (b < shown || (b == shown && i > last)) &&
-          (best == STACKS || b > stacks[best].live_bytes))
-        best = i;
+      if (!stack_made(&stacks[i])) continue;
+      tally_t t = stack_sum(&stacks[i]);
+      double b = t.live_bytes;
+      if (b >= 0.5 && (b < shown || (b == shown && i > last)) && (best == STACKS || b > sum[n].live_bytes))
+        best = i, sum[n] = t;
     }
     if (best == STACKS) break;
-    shown = stacks[best].live_bytes, last = best;
+    shown = sum[n].live_bytes, last = best;
     top[n] = stacks[best];
   }
   unlock_shards();
   for (unsigned k = 0; k < n; k++) {
     const stack_t *best = &top[k];
-    hk_message("hakmem: leak: about %.0f bytes in %.0f blocks not freed, allocated at:\n", best->live_bytes,
-               best->live_objs < 1 ? 1 : best->live_objs);
+    hk_message("hakmem: leak: about %.0f bytes in %.0f blocks not freed, allocated at:\n", sum[k].live_bytes,
+               sum[k].live_objs < 1 ? 1 : sum[k].live_objs);
     for (unsigned f = 0; f < best->depth; f++) {
       Dl_info d;
       void *pc = (char *)best->pc[f] - 1;  /* in the call, not after it */
