@@ -91,9 +91,10 @@ static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
   return hk_malloc_slow(size);
 }
 
-/* free's fast path; `slow` takes what it does not (C++'s derived deletes
- * have a slow path of their own: api/override_cxx.c). */
-static inline __attribute__((always_inline)) void hk_free_with(void *p, void (*slow)(void *)) {
+/* free's fast path; `slow` takes what it does not, with `arg` (C++'s
+ * derived deletes have a slow path of their own, given the alignment:
+ * api/override_cxx.c). */
+static inline __attribute__((always_inline)) void hk_free_with(void *p, void (*slow)(void *, size_t), size_t arg) {
   if (hk_likely(hk_map_covers(p))) {
     uintptr_t cls = hk_map_get(p);
     /* rejects entries that are not a class too (0 for NULL and foreign memory, huge) */
@@ -113,9 +114,10 @@ static inline __attribute__((always_inline)) void hk_free_with(void *p, void (*s
   }
   /* free(NULL) here, not past the slow path's frame: the C library's thread
    * start calls it once per slot of the new thread's TLS modules' table */
-  if (p) slow(p);
+  if (p) slow(p, arg);
 }
-static inline __attribute__((always_inline)) void hk_free_fast(void *p) { hk_free_with(p, hk_free_slow); }
+static inline __attribute__((always_inline)) void hk_free_slow_of(void *p, size_t unused) { hk_free_slow(p); }
+static inline __attribute__((always_inline)) void hk_free_fast(void *p) { hk_free_with(p, hk_free_slow_of, 0); }
 
 /* ---- allocation entry points shared by the C and C++ API (alloc.c) --------- */
 HK_HIDDEN void *hk_aligned(size_t alignment, size_t size);

@@ -59,22 +59,33 @@ static inline void *new_aligned(size_t size, size_t alignment) {
   return hk_likely(p != NULL) ? p : new_retry(size, alignment);
 }
 
+/* The operator delete called `name` in force, looked up once into *cached
+ * (1 until then); NULL if it is hakmem's own (`own`): nothing replaced. */
+static void *replaced(void *_Atomic *cached, const char *name, void *own) {
+  void *f = atomic_load_explicit(cached, memory_order_relaxed);
+  if (f == (void *)1) {
+    f = dlsym(RTLD_DEFAULT, name);
+    if (f == own) f = NULL;
+    atomic_store_explicit(cached, f, memory_order_relaxed);
+  }
+  return f;
+}
+
 /* A pointer the fast path did not take, given to a form of delete that
  * libstdc++ writes as a call to operator delete(void *) (sized, array,
- * nothrow): where the program replaced that one, a pointer that is none of
- * hakmem's (its own operator new's) goes to it, as without hakmem; the
- * rest to free's slow path.  The program's is looked up at the first. */
+ * nothrow), or, with its alignment, to operator delete(void *,
+ * std::align_val_t) (the other aligned ones): where the program replaced
+ * that one, a pointer that is none of hakmem's (its own operator new's)
+ * goes to it, as without hakmem; the rest to free's slow path. */
 extern void own_delete(void *p);  /* _ZdlPv's address here, not the one in force (the GOT's) */
-static __attribute__((noinline, cold)) void derived_delete_slow(void *p) {
-  static void *_Atomic replaced = (void *)1;  /* 1: not looked up yet */
-  void *f = atomic_load_explicit(&replaced, memory_order_relaxed);
-  if (f == (void *)1) {
-    f = dlsym(RTLD_DEFAULT, "_ZdlPv");
-    if (f == (void *)own_delete) f = NULL;  /* hakmem's own: nothing replaced */
-    atomic_store_explicit(&replaced, f, memory_order_relaxed);
-  }
-  if (f && hk_class_map_lookup(p) == 0) ((void (*)(void *))f)(p);
-  else hk_free_slow(p);
+extern void own_aligned_delete(void *p, size_t alignment);
+static __attribute__((noinline, cold)) void derived_delete_slow(void *p, size_t alignment) {
+  static void *_Atomic plain = (void *)1, *_Atomic aligned = (void *)1;
+  void *f = alignment ? replaced(&aligned, "_ZdlPvSt11align_val_t", (void *)own_aligned_delete)
+                      : replaced(&plain, "_ZdlPv", (void *)own_delete);
+  if (!f || hk_class_map_lookup(p) != 0) hk_free_slow(p);
+  else if (alignment) ((void (*)(void *, size_t))f)(p, alignment);
+  else ((void (*)(void *))f)(p);
 }
 
 HK_EXPORT void *_Znwm(size_t n) { return new_plain(n); }                           /* new(size_t) */
@@ -84,18 +95,24 @@ HK_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_aligned(n,
 
 HK_EXPORT void _ZdlPv(void *p) { hk_free_fast(p); }  /* delete(void*) */
 extern __typeof__(_ZdlPv) own_delete __attribute__((alias("_ZdlPv"), visibility("hidden")));
-HK_EXPORT void _ZdaPv(void *p) { hk_free_with(p, derived_delete_slow); }
+HK_EXPORT void _ZdaPv(void *p) { hk_free_with(p, derived_delete_slow, 0); }
 /* sized */
-HK_EXPORT void _ZdlPvm(void *p, size_t n) { hk_free_with(p, derived_delete_slow); }
-HK_EXPORT void _ZdaPvm(void *p, size_t n) { hk_free_with(p, derived_delete_slow); }
-/* aligned */
+HK_EXPORT void _ZdlPvm(void *p, size_t n) { hk_free_with(p, derived_delete_slow, 0); }
+HK_EXPORT void _ZdaPvm(void *p, size_t n) { hk_free_with(p, derived_delete_slow, 0); }
+/* aligned (an alignment is a power of 2, never 0) */
 HK_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { hk_free_fast(p); }
-HK_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { hk_free_fast(p); }
-HK_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { hk_free_fast(p); }
-HK_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { hk_free_fast(p); }
+extern __typeof__(_ZdlPvSt11align_val_t) own_aligned_delete
+    __attribute__((alias("_ZdlPvSt11align_val_t"), visibility("hidden")));
+HK_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { hk_free_with(p, derived_delete_slow, a); }
+HK_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { hk_free_with(p, derived_delete_slow, a); }
+HK_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { hk_free_with(p, derived_delete_slow, a); }
 /* nothrow */
-HK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { hk_free_with(p, derived_delete_slow); }
-HK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { hk_free_with(p, derived_delete_slow); }
-HK_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { hk_free_fast(p); }
-HK_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { hk_free_fast(p); }
+HK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { hk_free_with(p, derived_delete_slow, 0); }
+HK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { hk_free_with(p, derived_delete_slow, 0); }
+HK_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) {
+  hk_free_with(p, derived_delete_slow, a);
+}
+HK_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) {
+  hk_free_with(p, derived_delete_slow, a);
+}
 #endif
