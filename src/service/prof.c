@@ -49,7 +49,7 @@
 #define DEPTH 32              /* frames kept of a stack */
 #define SKIP 2                /* hk_prof_sample's frame and sampled()'s, which the router tail-calls */
 #define STACKS (1u << 14)     /* distinct stacks */
-#define SHARD_BITS 3          /* the records by address in 8 tables, each behind a lock of its own */
+#define SHARD_BITS 3          /* the records in 8 tables by their blocks' regions, each behind a lock of its own */
 #define SHARDS (1u << SHARD_BITS)
 #define RECORD_BITS_FIRST 7   /* each table at start: 4 KiB */
 #define RECORD_BITS_MAX 16    /* 2 MiB: all 8, 393 216 live sampled blocks, 192 GiB of heap at the default period */
@@ -355,7 +355,8 @@ static void record_remove(shard_t *sh, record_t *r) {
   }
 }
 
-/* Adds (sign 1) or takes away (-1) r's estimate to its stack's; under r's shard lock. */
+/* Adds (sign 1) or takes away (-1) r's estimate to its stack's tally of
+ * shard sh, whose lock is held. */
 static void weigh(stack_t *s, const shard_t *sh, const record_t *r, double sign) {
   double bytes = (double)r->crossings * period, objs = bytes / (double)hk_max(r->size, 1);
   tally_t *t = &s->tally[sh - shards];
