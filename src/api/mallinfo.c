@@ -127,9 +127,9 @@ HK_EXPORT int malloc_info(int options, FILE *f) {
 
 /* glibc's parameters and answers: M_ARENA_MAX sets how many arenas hold
  * SuperSlabs (for new threads; below 1 ignored); others match nothing here:
- * accepted and ignored, but refused (0) where glibc refuses it: M_MXFAST
- * above 160 bytes or negative, M_MMAP_THRESHOLD above 32 MiB or negative.
- * Unknown ones get 1, as from glibc 2.36. */
+ * accepted and ignored, but refused (0) where glibc 2.36 refuses it: M_MXFAST
+ * above 160 bytes or negative (it takes any M_MMAP_THRESHOLD, and unknown
+ * parameters). */
 HK_EXPORT int mallopt(int param, int value) {
   switch (param) {
     case M_ARENA_MAX:
@@ -139,8 +139,6 @@ HK_EXPORT int mallopt(int param, int value) {
       return 1;
     case M_MXFAST:
       return value >= 0 && value <= 80 * (int)sizeof(size_t) / 4;
-    case M_MMAP_THRESHOLD:  /* at most half glibc's largest heap (32 MiB); a negative value reads as huge */
-      return (size_t)(long)value <= ((size_t)4 << 20) * sizeof(long);
     default:
       return 1;
   }
