@@ -82,20 +82,28 @@ HK_HIDDEN void *hk_malloc_slow(size_t size);
 HK_HIDDEN void hk_free_overflow(void *p);  /* p: the block just pushed */
 HK_HIDDEN void hk_free_slow(void *p);      /* p: not NULL, and not taken by hk_free_fast */
 
-static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
-  if (hk_likely(size <= HK_TABLE_MAX - HK_CANARY)) {
+/* malloc's fast path for sizes below `below` (at most HK_TABLE_MAX -
+ * HK_CANARY + 1); `slow` takes the rest (C++'s new[] has a slow path and a
+ * bound of its own: api/override_cxx.c). */
+static inline __attribute__((always_inline)) void *hk_malloc_below(size_t size, size_t below, void *(*slow)(size_t)) {
+  if (hk_likely(size < below)) {
     /* class 0 until the process is set up: its list stays empty */
     void *p = hk_tcache_pop(hk_class_table[size + HK_CANARY]);
     if (hk_likely(p != NULL)) return p;
   }
-  return hk_malloc_slow(size);
+  return slow(size);
+}
+#define HK_MALLOC_BELOW (HK_TABLE_MAX - HK_CANARY + 1)
+static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
+  return hk_malloc_below(size, HK_MALLOC_BELOW, hk_malloc_slow);
 }
 
-/* free's fast path; `slow` takes what it does not, with `arg` (C++'s
- * derived deletes have a slow path of their own, given the alignment:
- * api/override_cxx.c). */
-static inline __attribute__((always_inline)) void hk_free_with(void *p, void (*slow)(void *, size_t), size_t arg) {
-  if (hk_likely(hk_map_covers(p))) {
+/* free's fast path for p in the units below `units` (at most the class
+ * map's); `slow` takes what it does not, with `arg` (C++'s derived deletes
+ * have a slow path and a bound of their own: api/override_cxx.c). */
+static inline __attribute__((always_inline)) void hk_free_with(void *p, size_t units, void (*slow)(void *, size_t),
+                                                              size_t arg) {
+  if (hk_likely((uintptr_t)p >> HK_UNIT_SHIFT < units)) {
     uintptr_t cls = hk_map_get(p);
     /* rejects entries that are not a class too (0 for NULL and foreign memory, huge) */
     if (hk_likely(hk_on_boundary(p, cls))) {
@@ -117,7 +125,9 @@ static inline __attribute__((always_inline)) void hk_free_with(void *p, void (*s
   if (p) slow(p, arg);
 }
 static inline __attribute__((always_inline)) void hk_free_slow_of(void *p, size_t unused) { hk_free_slow(p); }
-static inline __attribute__((always_inline)) void hk_free_fast(void *p) { hk_free_with(p, hk_free_slow_of, 0); }
+static inline __attribute__((always_inline)) void hk_free_fast(void *p) {
+  hk_free_with(p, hk_fast.map_units, hk_free_slow_of, 0);
+}
 
 /* ---- allocation entry points shared by the C and C++ API (alloc.c) --------- */
 HK_HIDDEN void *hk_aligned(size_t alignment, size_t size);

@@ -9,6 +9,7 @@
  * LP64 (size_t mangles as 'm'). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <unistd.h>
 #include "api/api.h"
 
 #ifndef HAK_NO_OVERRIDE
@@ -59,60 +60,119 @@ static inline void *new_aligned(size_t size, size_t alignment) {
   return hk_likely(p != NULL) ? p : new_retry(size, alignment);
 }
 
-/* The operator delete called `name` in force, looked up once into *cached
- * (1 until then); NULL if it is hakmem's own (`own`): nothing replaced. */
-static void *replaced(void *_Atomic *cached, const char *name, void *own) {
-  void *f = atomic_load_explicit(cached, memory_order_relaxed);
-  if (f == (void *)1) {
-    f = dlsym(RTLD_DEFAULT, name);
-    if (f == own) f = NULL;
-    atomic_store_explicit(cached, f, memory_order_relaxed);
-  }
-  return f;
+/* A program may replace operator new and delete, C++98's pair or C++17's
+ * aligned one, and leave the other forms to the C++ runtime, whose forms
+ * call the pair's: libstdc++'s new[] calls operator new, its sized, array
+ * and nothrow deletes call operator delete (or delete[]), so that the
+ * program's see every block.  hakmem's forms do the same where the program
+ * replaced one (a leak checker counting calls, a header before each block):
+ * their fast paths are shut until hakmem knows it did not (`gate`: a bound
+ * of 0 sends every call to its slow path, which forwards; then malloc's and
+ * free's own bounds, the same instructions).  What replaces what is learnt
+ * once the process is set up, at the first slow call (dlsym). */
+typedef struct pair {
+  void *new_, *delete_, *array_delete;  /* the program's, NULL where hakmem's are in force */
+} pair_t;
+static pair_t plain, aligned;
+static struct {
+  size_t units, new_below, aligned_units;  /* written once (release), read plainly as malloc's bounds are */
+} gate;
+/* 0: not learnt, 1: learnt, else being learnt by a thread of the process
+ * whose pid it holds times 2 (a fork's child, without that thread, starts
+ * again): no thread waits for another's dlsym, which may wait for the
+ * loader's lock while that thread's dlopen calls new[] */
+static atomic_long learnt;
+
+/* hakmem's own, by hidden aliases (defined below): their addresses here,
+ * not those of the ones in force (the GOT's) */
+extern void *own_new(size_t n), *own_aligned_new(size_t n, size_t a);
+extern void own_delete(void *p), own_array_delete(void *p), own_aligned_delete(void *p, size_t a),
+    own_aligned_array_delete(void *p, size_t a);
+static void *replaced(const char *name, const void *own) {
+  void *f = dlsym(RTLD_DEFAULT, name);
+  return f == own ? NULL : f;
 }
 
-/* A pointer the fast path did not take, given to a form of delete that
- * libstdc++ writes as a call to operator delete(void *) (sized, array,
- * nothrow), or, with its alignment, to operator delete(void *,
- * std::align_val_t) (the other aligned ones): where the program replaced
- * that one, a pointer that is none of hakmem's (its own operator new's)
- * goes to it, as without hakmem; the rest to free's slow path. */
-extern void own_delete(void *p);  /* _ZdlPv's address here, not the one in force (the GOT's) */
-extern void own_aligned_delete(void *p, size_t alignment);
-static __attribute__((noinline, cold)) void derived_delete_slow(void *p, size_t alignment) {
-  static void *_Atomic plain = (void *)1, *_Atomic aligned = (void *)1;
-  void *f = alignment ? replaced(&aligned, "_ZdlPvSt11align_val_t", (void *)own_aligned_delete)
-                      : replaced(&plain, "_ZdlPv", (void *)own_delete);
-  if (!f || hk_class_map_lookup(p) != 0) hk_free_slow(p);
+/* Whether what replaces what is known; learns it if it can be. */
+static bool learn(void) {
+  long was = atomic_load_explicit(&learnt, memory_order_acquire), me;
+  if (was == 1) return true;
+  if (!atomic_load_explicit(&hk_ready, memory_order_acquire)) return false;
+  me = (long)getpid() * 2;
+  if ((was && was == me) ||
+      !atomic_compare_exchange_strong_explicit(&learnt, &was, me, memory_order_acquire, memory_order_relaxed))
+    return false;
+  plain = (pair_t){replaced("_Znwm", (void *)own_new), replaced("_ZdlPv", (void *)own_delete),
+                   replaced("_ZdaPv", (void *)own_array_delete)};
+  aligned = (pair_t){replaced("_ZnwmSt11align_val_t", (void *)own_aligned_new),
+                     replaced("_ZdlPvSt11align_val_t", (void *)own_aligned_delete),
+                     replaced("_ZdaPvSt11align_val_t", (void *)own_aligned_array_delete)};
+  size_t units = hk_fast.map_units;
+  __atomic_store_n(&gate.units, plain.delete_ || plain.array_delete ? 0 : units, __ATOMIC_RELEASE);
+  __atomic_store_n(&gate.new_below, plain.new_ ? 0 : HK_MALLOC_BELOW, __ATOMIC_RELEASE);
+  __atomic_store_n(&gate.aligned_units, aligned.delete_ || aligned.array_delete ? 0 : units, __ATOMIC_RELEASE);
+  atomic_store_explicit(&learnt, 1, memory_order_release);
+  return true;
+}
+
+/* new[]: the program's operator new, where it replaced it. */
+static __attribute__((noinline, cold)) void *array_new_slow(size_t size) {
+  if (learn() && plain.new_) return ((void *(*)(size_t))plain.new_)(size);
+  return hk_malloc_fast(size);
+}
+
+/* A derived delete's slow path: `how` is the alignment (0: none) times 2,
+ * plus 1 for the forms that libstdc++ writes as calls to delete[] (which,
+ * where it is hakmem's, calls delete).  The program's, where it replaced
+ * the one called; else free's own (p failed its fast path, or the gate was
+ * shut). */
+static __attribute__((noinline, cold)) void derived_delete_slow(void *p, size_t how) {
+  size_t alignment = how >> 1;
+  const pair_t *r = alignment ? &aligned : &plain;
+  void *f = !learn() ? NULL : (how & 1) && r->array_delete ? r->array_delete : r->delete_;
+  if (!f) hk_free_fast(p);
   else if (alignment) ((void (*)(void *, size_t))f)(p, alignment);
   else ((void (*)(void *))f)(p);
 }
+#define DERIVED_DELETE(p, units, how) hk_free_with(p, units, derived_delete_slow, how)
 
-HK_EXPORT void *_Znwm(size_t n) { return new_plain(n); }                           /* new(size_t) */
-HK_EXPORT void *_Znam(size_t n) { return new_plain(n); }                           /* new[](size_t) */
+HK_EXPORT void *_Znwm(size_t n) { return new_plain(n); } /* new(size_t) */
+HK_EXPORT void *_Znam(size_t n) {                         /* new[](size_t) */
+  void *p = hk_malloc_below(n, gate.new_below, array_new_slow);
+  return hk_likely(p != NULL) ? p : new_retry(n, 0);
+}
 HK_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a); }
-HK_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a); }
+HK_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) {
+  if (hk_unlikely(learn() && aligned.new_)) return ((void *(*)(size_t, size_t))aligned.new_)(n, a);
+  return new_aligned(n, a);
+}
 
 HK_EXPORT void _ZdlPv(void *p) { hk_free_fast(p); }  /* delete(void*) */
-extern __typeof__(_ZdlPv) own_delete __attribute__((alias("_ZdlPv"), visibility("hidden")));
-HK_EXPORT void _ZdaPv(void *p) { hk_free_with(p, derived_delete_slow, 0); }
+HK_EXPORT void _ZdaPv(void *p) { DERIVED_DELETE(p, gate.units, 0); }
 /* sized */
-HK_EXPORT void _ZdlPvm(void *p, size_t n) { hk_free_with(p, derived_delete_slow, 0); }
-HK_EXPORT void _ZdaPvm(void *p, size_t n) { hk_free_with(p, derived_delete_slow, 0); }
+HK_EXPORT void _ZdlPvm(void *p, size_t n) { DERIVED_DELETE(p, gate.units, 0); }
+HK_EXPORT void _ZdaPvm(void *p, size_t n) { DERIVED_DELETE(p, gate.units, 1); }
 /* aligned (an alignment is a power of 2, never 0) */
 HK_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { hk_free_fast(p); }
-extern __typeof__(_ZdlPvSt11align_val_t) own_aligned_delete
-    __attribute__((alias("_ZdlPvSt11align_val_t"), visibility("hidden")));
-HK_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { hk_free_with(p, derived_delete_slow, a); }
-HK_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { hk_free_with(p, derived_delete_slow, a); }
-HK_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { hk_free_with(p, derived_delete_slow, a); }
+HK_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { DERIVED_DELETE(p, gate.aligned_units, a << 1); }
+HK_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { DERIVED_DELETE(p, gate.aligned_units, a << 1); }
+HK_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) {
+  DERIVED_DELETE(p, gate.aligned_units, a << 1 | 1);
+}
 /* nothrow */
-HK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { hk_free_with(p, derived_delete_slow, 0); }
-HK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { hk_free_with(p, derived_delete_slow, 0); }
+HK_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { DERIVED_DELETE(p, gate.units, 0); }
+HK_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { DERIVED_DELETE(p, gate.units, 1); }
 HK_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) {
-  hk_free_with(p, derived_delete_slow, a);
+  DERIVED_DELETE(p, gate.aligned_units, a << 1);
 }
 HK_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) {
-  hk_free_with(p, derived_delete_slow, a);
+  DERIVED_DELETE(p, gate.aligned_units, a << 1 | 1);
 }
+#define OWN(name, real) extern __typeof__(name) name __attribute__((alias(#real), visibility("hidden")))
+OWN(own_new, _Znwm);
+OWN(own_aligned_new, _ZnwmSt11align_val_t);
+OWN(own_delete, _ZdlPv);
+OWN(own_array_delete, _ZdaPv);
+OWN(own_aligned_delete, _ZdlPvSt11align_val_t);
+OWN(own_aligned_array_delete, _ZdaPvSt11align_val_t);
 #endif
