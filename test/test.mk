@@ -102,7 +102,7 @@ FUZZ_BINS          := $(addprefix $(TEST_OUT)/fuzz/,$(FUZZ_NAMES))
 
 # Libraries the tests load (test/lib/).
 TEST_HELPER_LIBS := $(TEST_OUT)/libearly.so $(TEST_OUT)/libearly_dl.so $(TEST_OUT)/libtls_dl.so \
-                    $(TEST_OUT)/libcxx_plugin.so $(TEST_OUT)/libatfork.so \
+                    $(TEST_OUT)/libcxx_plugin.so $(TEST_OUT)/libcxx_ctor.so $(TEST_OUT)/libatfork.so \
                     $(TEST_OUT)/libframe_a.so $(TEST_OUT)/libframe_b.so
 # `early` is linked to libearly.so and `fork_handlers` to libatfork.so, found next
 # to them or one directory up.
@@ -233,6 +233,10 @@ $(TEST_OUT)/libframe_a.so $(TEST_OUT)/libframe_b.so: $(TEST_OUT)/libframe_%.so: 
 	$(CC) $(if $(filter b,$*),-DFRAME_B) -fPIC -shared $< -o $@
 
 $(TEST_OUT)/libcxx_plugin.so: test/lib/cxx_plugin.cpp test/test.mk
+	@mkdir -p $(@D); rm -f $@
+	$(CXX) $(TEST_CXXFLAGS) -fPIC -shared $< -o $@
+
+$(TEST_OUT)/libcxx_ctor.so: test/lib/cxx_ctor_lib.cpp test/test.mk
 	@mkdir -p $(@D); rm -f $@
 	$(CXX) $(TEST_CXXFLAGS) -fPIC -shared $< -o $@
 

@@ -9,7 +9,6 @@
  * LP64 (size_t mangles as 'm'). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <unistd.h>
 #include "api/api.h"
 
 #ifndef HAK_NO_OVERRIDE
@@ -69,19 +68,17 @@ static inline void *new_aligned(size_t size, size_t alignment) {
  * their fast paths are shut until hakmem knows it did not (`gate`: a bound
  * of 0 sends every call to its slow path, which forwards; then malloc's and
  * free's own bounds, the same instructions).  What replaces what is learnt
- * once the process is set up, at the first slow call (dlsym). */
+ * at load (dlsym), while the process has one thread; a thread that finds it
+ * not yet learnt looks it up itself, waiting for no other: dlsym takes the
+ * loader's lock, which a thread running a dlopen's constructors holds. */
 typedef struct pair {
   void *new_, *delete_, *array_delete;  /* the program's, NULL where hakmem's are in force */
 } pair_t;
-static pair_t plain, aligned;
+static pair_t published[2];  /* plain, then aligned: written once, before `learnt` */
 static struct {
   size_t units, new_below, aligned_units;  /* written once (release), read plainly as malloc's bounds are */
 } gate;
-/* 0: not learnt, 1: learnt, else being learnt by a thread of the process
- * whose pid it holds times 2 (a fork's child, without that thread, starts
- * again): no thread waits for another's dlsym, which may wait for the
- * loader's lock while that thread's dlopen calls new[] */
-static atomic_long learnt;
+static atomic_int learnt;  /* 0: not yet, 1: being published (by the first to learn), 2: published */
 
 /* hakmem's own, by hidden aliases (defined below): their addresses here,
  * not those of the ones in force (the GOT's) */
@@ -93,43 +90,54 @@ static void *replaced(const char *name, const void *own) {
   return f == own ? NULL : f;
 }
 
-/* Whether what replaces what is known; learns it if it can be. */
-static bool learn(void) {
-  long was = atomic_load_explicit(&learnt, memory_order_acquire), me;
-  if (was == 1) return true;
-  if (!atomic_load_explicit(&hk_ready, memory_order_acquire)) return false;
-  me = (long)getpid() * 2;
-  if ((was && was == me) ||
-      !atomic_compare_exchange_strong_explicit(&learnt, &was, me, memory_order_acquire, memory_order_relaxed))
-    return false;
-  plain = (pair_t){replaced("_Znwm", (void *)own_new), replaced("_ZdlPv", (void *)own_delete),
-                   replaced("_ZdaPv", (void *)own_array_delete)};
-  aligned = (pair_t){replaced("_ZnwmSt11align_val_t", (void *)own_aligned_new),
+/* The pairs in force (plain, then aligned): the published ones, else
+ * looked up into `mine` (and published, by the first); NULL before the
+ * process is set up, where hakmem's own serve. */
+static const pair_t *pairs(pair_t mine[2]) {
+  if (atomic_load_explicit(&learnt, memory_order_acquire) == 2) return published;
+  if (!atomic_load_explicit(&hk_ready, memory_order_acquire)) return NULL;
+  mine[0] = (pair_t){replaced("_Znwm", (void *)own_new), replaced("_ZdlPv", (void *)own_delete),
+                     replaced("_ZdaPv", (void *)own_array_delete)};
+  mine[1] = (pair_t){replaced("_ZnwmSt11align_val_t", (void *)own_aligned_new),
                      replaced("_ZdlPvSt11align_val_t", (void *)own_aligned_delete),
                      replaced("_ZdaPvSt11align_val_t", (void *)own_aligned_array_delete)};
+  int was = 0;
+  if (!atomic_compare_exchange_strong_explicit(&learnt, &was, 1, memory_order_relaxed, memory_order_relaxed))
+    return mine;  /* another publishes the same */
+  published[0] = mine[0], published[1] = mine[1];
   size_t units = hk_fast.map_units;
-  __atomic_store_n(&gate.units, plain.delete_ || plain.array_delete ? 0 : units, __ATOMIC_RELEASE);
-  __atomic_store_n(&gate.new_below, plain.new_ ? 0 : HK_MALLOC_BELOW, __ATOMIC_RELEASE);
-  __atomic_store_n(&gate.aligned_units, aligned.delete_ || aligned.array_delete ? 0 : units, __ATOMIC_RELEASE);
-  atomic_store_explicit(&learnt, 1, memory_order_release);
-  return true;
+  __atomic_store_n(&gate.units, mine[0].delete_ || mine[0].array_delete ? 0 : units, __ATOMIC_RELEASE);
+  __atomic_store_n(&gate.new_below, mine[0].new_ ? 0 : HK_MALLOC_BELOW, __ATOMIC_RELEASE);
+  __atomic_store_n(&gate.aligned_units, mine[1].delete_ || mine[1].array_delete ? 0 : units, __ATOMIC_RELEASE);
+  atomic_store_explicit(&learnt, 2, memory_order_release);
+  return published;
 }
 
-/* new[]: the program's operator new, where it replaced it. */
+__attribute__((constructor)) static void learn_at_load(void) {
+  hk_process_init();
+  pairs((pair_t[2]){{0}});
+}
+
+/* new[]: the program's operator new, where it replaced it (whatever it
+ * returns), else hakmem's, with its retries. */
 static __attribute__((noinline, cold)) void *array_new_slow(size_t size) {
-  if (learn() && plain.new_) return ((void *(*)(size_t))plain.new_)(size);
-  return hk_malloc_fast(size);
+  pair_t mine[2];
+  const pair_t *r = pairs(mine);
+  if (r && r[0].new_) return ((void *(*)(size_t))r[0].new_)(size);
+  return new_plain(size);
 }
 
 /* A derived delete's slow path: `how` is the alignment (0: none) times 2,
  * plus 1 for the forms that libstdc++ writes as calls to delete[] (which,
  * where it is hakmem's, calls delete).  The program's, where it replaced
  * the one called; else free's own (p failed its fast path, or the gate was
- * shut). */
+ * shut).  A NULL p reaches neither: libstdc++'s would hand it on. */
 static __attribute__((noinline, cold)) void derived_delete_slow(void *p, size_t how) {
   size_t alignment = how >> 1;
-  const pair_t *r = alignment ? &aligned : &plain;
-  void *f = !learn() ? NULL : (how & 1) && r->array_delete ? r->array_delete : r->delete_;
+  pair_t mine[2];
+  const pair_t *r = pairs(mine);
+  if (r) r += alignment != 0;
+  void *f = !r ? NULL : (how & 1) && r->array_delete ? r->array_delete : r->delete_;
   if (!f) hk_free_fast(p);
   else if (alignment) ((void (*)(void *, size_t))f)(p, alignment);
   else ((void (*)(void *))f)(p);
@@ -137,13 +145,12 @@ static __attribute__((noinline, cold)) void derived_delete_slow(void *p, size_t 
 #define DERIVED_DELETE(p, units, how) hk_free_with(p, units, derived_delete_slow, how)
 
 HK_EXPORT void *_Znwm(size_t n) { return new_plain(n); } /* new(size_t) */
-HK_EXPORT void *_Znam(size_t n) {                         /* new[](size_t) */
-  void *p = hk_malloc_below(n, gate.new_below, array_new_slow);
-  return hk_likely(p != NULL) ? p : new_retry(n, 0);
-}
+HK_EXPORT void *_Znam(size_t n) { return hk_malloc_below(n, gate.new_below, array_new_slow); } /* new[](size_t) */
 HK_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a); }
 HK_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) {
-  if (hk_unlikely(learn() && aligned.new_)) return ((void *(*)(size_t, size_t))aligned.new_)(n, a);
+  pair_t mine[2];
+  const pair_t *r = pairs(mine);
+  if (hk_unlikely(r && r[1].new_)) return ((void *(*)(size_t, size_t))r[1].new_)(n, a);
   return new_aligned(n, a);
 }
 
