@@ -103,7 +103,7 @@ static inline __attribute__((always_inline)) void *hk_malloc_fast(size_t size) {
  * have a slow path and a bound of their own: api/override_cxx.c). */
 static inline __attribute__((always_inline)) void hk_free_with(void *p, size_t units, void (*slow)(void *, size_t),
                                                               size_t arg) {
-  if (hk_likely((uintptr_t)p >> HK_UNIT_SHIFT < units)) {
+  if (hk_likely(hk_map_below(p, units))) {
     uintptr_t cls = hk_map_get(p);
     /* rejects entries that are not a class too (0 for NULL and foreign memory, huge) */
     if (hk_likely(hk_on_boundary(p, cls))) {

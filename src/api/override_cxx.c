@@ -114,7 +114,7 @@ static const pair_t *pairs(pair_t mine[2]) {
 }
 
 __attribute__((constructor)) static void learn_at_load(void) {
-  hk_process_init();
+  hk_process_init();  /* the set-up first: a library's constructors run in no set order */
   pairs((pair_t[2]){{0}});
 }
 

@@ -32,8 +32,13 @@ static inline __attribute__((always_inline)) uintptr_t hk_map_get(const void *p)
 static inline void hk_map_reset(const void *p, uint8_t value) {
   __atomic_store_n(&hk_fast.map[(uintptr_t)p >> HK_UNIT_SHIFT], value, __ATOMIC_RELAXED);
 }
+/* Whether p lies in the units below `units` (at most hk_fast.map_units:
+ * C++'s derived deletes take a bound of their own, api/override_cxx.c). */
+static inline __attribute__((always_inline)) bool hk_map_below(const void *p, size_t units) {
+  return (uintptr_t)p >> HK_UNIT_SHIFT < units;
+}
 static inline __attribute__((always_inline)) bool hk_map_covers(const void *p) {
-  return (uintptr_t)p >> HK_UNIT_SHIFT < hk_fast.map_units;
+  return hk_map_below(p, hk_fast.map_units);
 }
 
 /* Whether p, in a unit whose class map entry is cls, is where a block of a

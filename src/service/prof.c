@@ -90,8 +90,8 @@ bool hk_prof_on;
  * their own (the first eight regions, side by side in the space reserved
  * at start-up, each its own).  Shards by a hash of the address, each used
  * by every thread in turn, passed their lines back and forth:
- * big_blocks-threads, every block sampled, ran at 0.38 of its unsampled
- * speed, 0.56 with these.  Each table is sized to its live samples, at
+ * big_blocks-threads, every block sampled, ran at 0.35 of its unsampled
+ * speed, 0.54 with these.  Each table is sized to its live samples, at
  * most half full, so that its lookups stay in cache and its pages are
  * touched as the samples need them (one table of the largest size hashed
  * across took a page fault per new sample's address). */
