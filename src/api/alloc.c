@@ -52,16 +52,16 @@ static size_t refilled(unsigned cls, size_t huge_usable) {
  * refill left it). */
 static __attribute__((noinline, cold)) void *sampled(void *p, unsigned cls, size_t alignment, bool zero,
                                                      uint64_t crossings, size_t huge_usable) {
-  if (!cls) return hk_prof_sample(p, huge_usable, 0, crossings), p;
+  if (!cls) return hk_prof_sample(p, huge_usable, 0, crossings, false), p;
   size_t usable = hk_classes[cls].size - HK_CANARY;
   if (hk_class_is_large(cls)) {
-    if (hk_prof_sample(p, usable, 0, crossings)) hk_map_reset(p, (uint8_t)(cls + HK_MAP_SAMPLED));
+    if (hk_prof_sample(p, usable, 0, crossings, true)) hk_map_reset(p, (uint8_t)(cls + HK_MAP_SAMPLED));
     return p;
   }
-  void *q = alignment <= 16 ? hk_prof_sample(NULL, usable, usable, crossings) : NULL;  /* a kept stand-in */
+  void *q = alignment <= 16 ? hk_prof_sample(NULL, usable, usable, crossings, false) : NULL;  /* a kept stand-in */
   if (!q) {
     if (!(q = huge_alloc(usable, alignment, zero, &(size_t){0}))) return p;
-    if (!hk_prof_sample(q, usable, usable, crossings)) {
+    if (!hk_prof_sample(q, usable, usable, crossings, false)) {
       hk_note_out(-(ptrdiff_t)hk_huge_free(q));
       return p;
     }
@@ -138,7 +138,7 @@ static uintptr_t class_in(uintptr_t entry) {
  * its class map entry is its class's again (false: p is no such block). */
 static bool unsample(void *p, uintptr_t entry) {
   uintptr_t cls = class_in(entry);
-  if (cls == entry || !hk_on_boundary(p, cls) || hk_prof_forget(p) != HK_PROF_FORGOTTEN) return false;
+  if (cls == entry || !hk_on_boundary(p, cls) || hk_prof_forget(p, true) != HK_PROF_FORGOTTEN) return false;
   hk_map_reset(p, (uint8_t)cls);
   return true;
 }
@@ -152,7 +152,7 @@ void hk_free_slow(void *p) {
   }
   size_t bytes = 0;
   if (cls == HK_MAP_HUGE) {
-    hk_prof_freed_t sampled = hk_prof_on ? hk_prof_forget(p) : HK_PROF_UNSAMPLED;
+    hk_prof_freed_t sampled = hk_prof_on ? hk_prof_forget(p, false) : HK_PROF_UNSAMPLED;
     if (sampled == HK_PROF_KEPT) return;
     bytes = sampled == HK_PROF_FREED_TWICE ? 0 : hk_huge_free(p);
   }

@@ -54,14 +54,16 @@ static inline uint64_t hk_prof_count(size_t bytes) {
 /* Records p, a block of `size` usable bytes taken for a sample of that
  * weight; stand_in: the usable size of the class's block a huge block
  * stands for, else 0.  p NULL: a stand-in kept from a free, if one is.
+ * `flagged`: p is a large class's block, which its class map entry says
+ * is sampled (its free calls hk_prof_forget flagged too), else a huge one.
  * Returns the block recorded; NULL if none is or the tables are full. */
-HK_HIDDEN void *hk_prof_sample(void *p, size_t size, size_t stand_in, uint64_t crossings);
+HK_HIDDEN void *hk_prof_sample(void *p, size_t size, size_t stand_in, uint64_t crossings, bool flagged);
 HK_HIDDEN size_t hk_prof_stand_in(const void *p, bool *freed);  /* p's stand_in (kept if *freed); 0 if none */
 typedef struct { uint64_t word[4]; } hk_prof_lifted_t;    /* a sampled block's record, out while realloc moves it */
 HK_HIDDEN bool hk_prof_lift(const void *p, hk_prof_lifted_t *lifted);  /* false: p is not sampled */
 HK_HIDDEN void hk_prof_land(void *p, const hk_prof_lifted_t *lifted);  /* the lifted record, now p's; NULL: gone */
 typedef enum { HK_PROF_UNSAMPLED, HK_PROF_FORGOTTEN, HK_PROF_KEPT, HK_PROF_FREED_TWICE } hk_prof_freed_t;
-HK_HIDDEN hk_prof_freed_t hk_prof_forget(void *p);  /* p is freed: what its record said, and became */
+HK_HIDDEN hk_prof_freed_t hk_prof_forget(void *p, bool flagged);  /* p is freed: what its record said, and became */
 HK_HIDDEN void hk_prof_at_exit(void);
 /* The return addresses of the caller's frame and those above it, up to max,
  * as backtrace() gives them, from rules kept per address (unwind.c); 0 if
