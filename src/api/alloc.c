@@ -125,8 +125,8 @@ static inline __attribute__((always_inline)) void *route(size_t size, size_t ali
 
 void *hk_malloc_slow(size_t size) { return route(size, 16, false); }
 
-void hk_free_overflow(void *p) {
-  if (hk_tcache_overflow(p)) hk_purge_poll(false);
+void hk_free_overflow(uintptr_t cls) {
+  if (hk_tcache_overflow((unsigned)cls)) hk_purge_poll(false);
 }
 
 /* The class of a class map entry, flagged sampled or not; else the entry. */

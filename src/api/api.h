@@ -79,7 +79,11 @@
 #include "service/service.h"
 
 HK_HIDDEN void *hk_malloc_slow(size_t size);
-HK_HIDDEN void hk_free_overflow(void *p);  /* p: the block just pushed */
+/* cls: the class of the block just pushed, as free found it: the class map
+ * read again may say otherwise, where another thread freed the block too and
+ * its units went back meanwhile (a double free, caught once this list's
+ * class is the one that holds it). */
+HK_HIDDEN void hk_free_overflow(uintptr_t cls);
 HK_HIDDEN void hk_free_slow(void *p);      /* p: not NULL, and not taken by hk_free_fast */
 
 /* malloc's fast path for sizes below `below` (at most HK_TABLE_MAX -
@@ -115,7 +119,7 @@ static inline __attribute__((always_inline)) void hk_free_with(void *p, size_t u
         hk_mark_free(p);
         hk_set_next(p, tc->head[cls]);
         tc->head[cls] = p;
-        if (hk_unlikely(hk_room_spent(cls))) hk_free_overflow(p);
+        if (hk_unlikely(hk_room_spent(cls))) hk_free_overflow(cls);
         return;
       }
     }

@@ -274,8 +274,7 @@ static int freer_cap(unsigned cls) {
 /* The list outgrew its capacity: keep the newest half, likeliest to be in
  * cache, and give the rest to the central cache.  A large block stays while
  * the thread's large blocks fit its budget; past that its list goes back. */
-bool hk_tcache_overflow(void *p) {
-  unsigned cls = (unsigned)hk_map_get(p);
+bool hk_tcache_overflow(unsigned cls) {
   hk_tcache_t *tc = &hk_tc;
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
     /* No cache for a thread's first frees before any malloc: they may come

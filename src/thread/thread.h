@@ -134,9 +134,9 @@ HK_HIDDEN bool hk_thread_exit(hk_front_t *counters);  /* the calling thread's ca
  * whose cache is made sets, for its exit (NULL: none could be made), new
  * lists' capacities and the large classes' sizes in pages. */
 HK_HIDDEN void hk_tcache_init(const pthread_key_t *key);
-/* p's list (p just pushed) outgrew its capacity, or the thread has no cache
- * yet; true if blocks went to the central cache (to await a purge). */
-HK_HIDDEN bool hk_tcache_overflow(void *p);
+/* Class cls's list (a block just pushed) outgrew its capacity, or the thread
+ * has no cache yet; true if blocks went to the central cache (to await a purge). */
+HK_HIDDEN bool hk_tcache_overflow(unsigned cls);
 HK_HIDDEN void hk_tcache_survey(size_t *cached, hk_front_t *front, unsigned *threads);
 HK_HIDDEN void hk_tcache_fork_lock(void);
 HK_HIDDEN void hk_tcache_fork_unlock(bool child, bool locked);  /* locked: by its prepare handler */
