@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The exported C API: the hak_* names and, unless built with HAK_NO_OVERRIDE,
  * the standard names that replace the C library's allocator. */
+#define _GNU_SOURCE
 #include <malloc.h>
+#include <sched.h>
 #include <stdlib.h>
 #include "api/api.h"
 
@@ -110,6 +112,22 @@ HK_EXPORT size_t malloc_usable_size(void *p) { return hk_usable_size(p); }
 /* Not an allocation call: locks the program's memory without filling the
  * class map's 2 GiB of address space (class_map.c). */
 HK_EXPORT int mlockall(int flags) { return hk_class_map_mlockall(flags); }
+/* Not allocation calls either: a new user namespace (unshare, setns) is
+ * refused to a process of more than one thread, which the purger thread of
+ * the balanced and lean profiles would make it (service/purge.c). */
+HK_EXPORT int unshare(int flags) {
+  bool alone = flags & (CLONE_NEWUSER | CLONE_THREAD | CLONE_SIGHAND | CLONE_VM);
+  bool stopped = alone && hk_purger_stop();
+  int result = hk_os_unshare(flags);
+  if (stopped) hk_purger_resume();  /* errno untouched */
+  return result;
+}
+HK_EXPORT int setns(int fd, int nstype) {
+  bool stopped = hk_purger_stop();  /* nstype 0 may name a user namespace too */
+  int result = hk_os_setns(fd, nstype);
+  if (stopped) hk_purger_resume();  /* errno untouched */
+  return result;
+}
 int malloc_trim(size_t pad) HK_ALIAS(hak_malloc_trim);
 
 /* glibc's internal names, called directly by some programs and libraries. */

@@ -399,6 +399,8 @@ void hk_os_space_unlock_untaken(void) {
 }
 
 int hk_os_mlockall(int flags) { return (int)syscall(SYS_mlockall, flags); }
+int hk_os_unshare(int flags) { return (int)syscall(SYS_unshare, flags); }
+int hk_os_setns(int fd, int nstype) { return (int)syscall(SYS_setns, fd, nstype); }
 
 /* Copies n bytes of this process's memory, maybe unmapped meanwhile (a dead
  * thread's stack): EFAULT, not a fault; false then.  Where process_vm_readv

@@ -23,6 +23,8 @@ HK_HIDDEN void hk_os_space_unlock_untaken(void);           /* after mlockall wit
 HK_HIDDEN void hk_os_space_lock(void);                      /* no slot taken meanwhile */
 HK_HIDDEN void hk_os_space_unlock(bool child);
 HK_HIDDEN int hk_os_mlockall(int flags);                             /* the system call itself */
+HK_HIDDEN int hk_os_unshare(int flags);                              /* the system calls themselves */
+HK_HIDDEN int hk_os_setns(int fd, int nstype);
 HK_HIDDEN bool hk_os_read(void *dst, const void *src, size_t n);  /* a fault-safe copy of this process's memory */
 HK_HIDDEN bool hk_os_discard(void *p, size_t size);  /* its pages gone: zero when next read; false if refused (mlock) */
 HK_HIDDEN bool hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says; false if refused */

@@ -17,7 +17,9 @@
  * megabytes may have had one page written. */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 #include "service/service.h"
 
 #define HK_PURGER_START ((size_t)4 << 20)  /* the heap's peak (bytes out) that starts the purger */
@@ -44,8 +46,9 @@ static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
  * reads hk_purge_pending; a note sets that, then reads this: seq_cst, as
  * acquire and release leave a store then a load of another variable
  * unordered, and each could miss the other. */
-enum { PURGER_OFF, PURGER_STARTING, PURGER_RUNNING };
+enum { PURGER_OFF, PURGER_STARTING, PURGER_RUNNING, PURGER_STOPPING };
 static atomic_int purger_state;
+static atomic_int purger_tid;  /* its kernel thread id, once it runs (0 before) */
 static atomic_bool purger_sleeping;
 static pthread_mutex_t purger_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t purger_wake;
@@ -162,8 +165,9 @@ static void tick_if_due(void) {
 }
 
 static void *purger_main(void *arg) {
+  atomic_store(&purger_tid, hk_os_tid());
   hk_lock(&purger_lock);
-  for (;;) {
+  while (atomic_load(&purger_state) != PURGER_STOPPING) {
     /* Announced before `pending` is read: a thread setting `pending` then
      * reads `purger_sleeping`, so one of the two sees the other (seq_cst,
      * both sides). */
@@ -192,7 +196,35 @@ static void *purger_main(void *arg) {
     hk_unlock(&tick_lock);
     hk_lock(&purger_lock);
   }
+  hk_unlock(&purger_lock);
   return arg;
+}
+
+/* The kernel refuses a new user namespace to a process of more than one
+ * thread (EINVAL), and a thread is gone from it only once reaped, after
+ * its pthread_join would return: the wait is for its id to name no thread
+ * (tgkill's ESRCH), a second at most. */
+bool hk_purger_stop(void) {
+  int running = PURGER_RUNNING;
+  if (!atomic_compare_exchange_strong(&purger_state, &running, PURGER_STOPPING)) return false;
+  hk_lock(&purger_lock);
+  pthread_cond_signal(&purger_wake);
+  hk_unlock(&purger_lock);
+  int error = errno;
+  pid_t pid = getpid(), tid;
+  struct timespec pause = {0, 100000};
+  for (unsigned i = 0; i < 10000; i++) {
+    if ((tid = atomic_load(&purger_tid)) && syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH) break;
+    nanosleep(&pause, NULL);
+  }
+  errno = error;
+  return true;
+}
+
+void hk_purger_resume(void) {
+  atomic_store(&purger_tid, 0);
+  atomic_store(&purger_state, PURGER_OFF);
+  hk_purge_init();
 }
 
 /* Starts the purger thread, with no lock held (pthread_create allocates). */

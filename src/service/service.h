@@ -12,6 +12,11 @@ HK_HIDDEN void hk_purge_init(void);
 HK_HIDDEN void hk_purge_poll_slow(bool from_malloc);
 extern atomic_bool hk_purger_off HK_HIDDEN;  /* the purger thread is asked for and not started yet */
 HK_HIDDEN bool hk_purge_all(void);
+/* The purger thread ended, for a call that needs the process to have one
+ * thread (unshare, setns: api/override.c); false if none ran.  Then
+ * hk_purger_resume lets a later malloc start it again. */
+HK_HIDDEN bool hk_purger_stop(void);
+HK_HIDDEN void hk_purger_resume(void);
 HK_HIDDEN void hk_purge_fork_lock(void);
 HK_HIDDEN void hk_purge_fork_unlock(bool child);
 /* Called by the slow paths, with no lock held: runs a tick if one is due.
