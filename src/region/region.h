@@ -25,7 +25,9 @@ typedef struct hk_units {
   unsigned words;
   size_t *resident;
 } hk_units_t;
-/* Decommits the free units set in word k's `bits`; returns the bytes.  Units
+/* Decommits the free units set in word k's `bits`, and the free units
+ * between them (one call per stretch of free units); returns the bytes of
+ * those that were resident.  Units
  * the kernel refuses to give back (locked pages: mlock), or takes only when
  * it needs the memory (MADV_FREE), count as given back all the same, but
  * stay stale. */

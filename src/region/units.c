@@ -3,30 +3,36 @@
  * on bitmaps of one word (a SuperSlab's 64 units) or of 32 (a region's
  * 2 048).  A unit given back stays resident ("dirty") until the purge
  * schedule (service/purge.c) has seen it free for a whole epoch: each tick
- * decommits the units freed before the previous tick (`dirty_old`) and ages
- * the rest, so a unit is given back between one and two purge delays after
- * it was freed, and a unit reused sooner costs neither a system call nor a
- * page fault.  Called with the region's arena's lock held. */
+ * decommits the units freed before the previous tick (`dirty_old`), with
+ * the free units between them, and ages the rest, so a unit is given back
+ * between one and two purge delays after it was freed (sooner where it
+ * lies between older ones), and a unit reused sooner costs neither a
+ * system call nor a page fault.  Called with the region's arena's lock held. */
 #include "region/region.h"
 
 size_t hk_units_decommit(const hk_units_t *m, unsigned k, uint64_t bits) {
-  size_t bytes = 0;
-  uint64_t cleared = 0;
+  const uint64_t free = ~m->used[k], resident = m->warm[k] | bits;
+  hk_assert(!(bits & ~free), "units in use decommitted");
+  uint64_t gone = 0, cleared = 0;
   for (uint64_t rest = bits; rest;) {
+    /* From a unit of `bits` to the last one in its stretch of free units:
+     * one call, the free units between going too (a tick's units freed in
+     * two epochs interleave: docs/DESIGN.md, The memory life-cycle) */
     unsigned b = (unsigned)__builtin_ctzll(rest);
-    uint64_t run = ~(rest >> b);
-    unsigned n = run ? (unsigned)__builtin_ctzll(run) : 64 - b;
+    uint64_t used_after = ~(free >> b);
+    uint64_t in = rest & hk_bits(b, used_after ? (unsigned)__builtin_ctzll(used_after) : 64 - b);
+    unsigned n = 64 - (unsigned)__builtin_clzll(in) - b;
     if (hk_os_decommit(m->base + hk_units_bytes((size_t)k * 64 + b), hk_units_bytes(n))) cleared |= hk_bits(b, n);
+    gone |= hk_bits(b, n);
     rest &= ~hk_bits(b, n);
-    bytes += hk_units_bytes(n);
   }
   if (hk_opt.decommit != HK_DECOMMIT_FREE) m->stale[k] &= ~cleared;
-  m->warm[k] &= ~bits;
-  m->dirty[k] &= ~bits;
-  m->dirty_old[k] &= ~bits;
+  m->warm[k] &= ~gone;
+  m->dirty[k] &= ~gone;
+  m->dirty_old[k] &= ~gone;
   for (unsigned h = 2 * k; m->split && h < 2 * k + 2; h++)
-    if ((bits & hk_page_mask(h)) && (bits & hk_page_mask(h)) != hk_page_mask(h)) *m->split |= 1ull << h;
-  return bytes;
+    if ((gone & hk_page_mask(h)) && (gone & hk_page_mask(h)) != hk_page_mask(h)) *m->split |= 1ull << h;
+  return hk_units_bytes((size_t)__builtin_popcountll(gone & resident));
 }
 
 size_t hk_units_age(const hk_units_t *m, int mode, bool *pending) {
