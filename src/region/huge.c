@@ -811,11 +811,15 @@ size_t hk_huge_purge(hk_arena_t *a, int mode, bool *pending) {
     next = r->next;
     bool dirty_old = false;
     hk_units_t m = units_of(r);
-    bytes += hk_units_age(&m, mode, &dirty_old);
+    size_t n = hk_units_age(&m, mode, &dirty_old);
+    bytes += n;
     *pending |= dirty_old;
+    if (n) hk_arena_breathe(a);
     if (!region_empty(r) || (mode != HK_PURGE_ALL && empty++ == 0) || dirty_old) continue;
     hk_list_remove(&a->regions, r);
+    hk_unlock(&a->lock);  /* out of the list, no thread takes from it: unmapped without the lock */
     region_unmap(r);
+    hk_lock(&a->lock);  /* `next` stays: only a purge takes regions out */
   }
   if (a != hk_arenas) return bytes;
   if (mode == HK_PURGE_ALL) bytes = hk_jumbo_give_back(SIZE_MAX, bytes);

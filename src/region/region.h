@@ -217,6 +217,20 @@ HK_HIDDEN void hk_region_unmap(void *p, size_t size);
 /* Free memory of every arena back to the OS: HK_PURGE_* (base.h); returns
  * the bytes, *of_huge (if not NULL) those of regions of huge blocks. */
 HK_HIDDEN size_t hk_region_purge(int mode, size_t want, size_t *of_huge);
+/* A purge lets go of arena a's lock a moment after a SuperSlab's or a
+ * region's system calls, not after all of the arena's, and yields, so that
+ * a thread waiting for it gets it: a madvise may take 100-250 us where the
+ * kernel stops the other CPUs' use of the pages, and a tick after a 1 GiB
+ * heap was freed made 1 000 of them, during which another thread's malloc
+ * waited.  Safe because only a purge unmaps SuperSlabs and regions, and
+ * purges run one at a time (the tick's lock, service/purge.c): those walked
+ * stay mapped; one moved to the other list meanwhile may be aged twice in
+ * a tick, or not at all. */
+static inline void hk_arena_breathe(hk_arena_t *a) {
+  hk_unlock(&a->lock);
+  sched_yield();
+  hk_lock(&a->lock);
+}
 HK_HIDDEN size_t hk_region_resident(void);    /* bytes of free units still resident */
 HK_HIDDEN size_t hk_region_used_bytes(void);  /* of the units in use */
 HK_HIDDEN void hk_region_fork_lock(void);

@@ -308,11 +308,12 @@ size_t hk_superslab_block_of(const void *p, bool *live) {
  * may be what a malloc under an address-space limit lacks). */
 size_t hk_superslab_purge(hk_arena_t *a, int mode, bool *pending) {
   size_t bytes = 0, pool = mode == HK_PURGE_ALL ? 0 : hk_opt.warm_pool_size;
-  hk_superslab_t *lists[2] = {a->partial, a->empty};
   for (int l = 0; l < 2; l++) {
-    for (hk_superslab_t *ss = lists[l]; ss; ss = ss->next) {
+    for (hk_superslab_t *ss = l ? a->empty : a->partial; ss; ss = ss->next) {
       hk_units_t m = units_of(ss);
-      bytes += hk_units_age(&m, mode, pending);
+      size_t n = hk_units_age(&m, mode, pending);
+      bytes += n;
+      if (n) hk_arena_breathe(a);
     }
   }
   for (hk_superslab_t *ss = a->empty, *next; ss && a->nempty > pool; ss = next) {
@@ -321,7 +322,10 @@ size_t hk_superslab_purge(hk_arena_t *a, int mode, bool *pending) {
     hk_list_remove(&a->empty, ss);
     a->nempty--;
     if (ss->small_pages) atomic_fetch_sub_explicit(&small_paged, 1, memory_order_relaxed);
+    hk_unlock(&a->lock);  /* out of the lists, no thread takes from it: unmapped without the lock */
     hk_region_unmap(ss, HK_SS_SIZE);
+    hk_lock(&a->lock);
+    next = a->empty;  /* the list may have changed meanwhile */
     bytes += hk_os_page_size();  /* the header's page */
   }
   for (hk_superslab_t *ss = a->empty; ss && hk_opt.ss_thp; ss = ss->next) {
