@@ -514,6 +514,15 @@ static inline const char *describe_status(int status) {
   return buf;
 }
 
+/* Case `name`: fn(arg) in a child process (run_in_child, 60 s), which must
+ * exit 0; prints how it ended and what it wrote to stderr. */
+static inline void run_child_ok(const char *name, void (*fn)(void *), void *arg) {
+  child_result_t res;
+  run_in_child(fn, arg, 60, &res);
+  printf("  %s: %s%s%s", name, describe_status(res.status), res.err[0] ? ", stderr: " : "\n", res.err);
+  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s: %s", name, describe_status(res.status));
+}
+
 /* A case of a program whose cases each need the allocator started with
  * their own settings: run_self_cases runs each in a child of its own (this
  * program again, with `env`), or, as that child, the one named. */

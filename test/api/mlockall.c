@@ -69,13 +69,6 @@ static void free_null_meanwhile(void *arg) {
   pthread_join(t, NULL);
 }
 
-static void run(const char *name, void (*fn)(void *)) {
-  child_result_t res;
-  run_in_child(fn, NULL, 60, &res);
-  printf("  %s: %s%s%s", name, describe_status(res.status), res.err[0] ? ", stderr: " : "\n", res.err);
-  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s: %s", name, describe_status(res.status));
-}
-
 int main(void) {
   test_init();
   free(malloc(100));
@@ -84,8 +77,8 @@ int main(void) {
     return 77;
   }
   CHECK_EQ(munlockall(), 0);
-  run("MCL_CURRENT | MCL_FUTURE", current_and_future);
-  run("MCL_CURRENT", current_only);
-  run("free(NULL) during mlockall", free_null_meanwhile);
+  run_child_ok("MCL_CURRENT | MCL_FUTURE", current_and_future, NULL);
+  run_child_ok("MCL_CURRENT", current_only, NULL);
+  run_child_ok("free(NULL) during mlockall", free_null_meanwhile, NULL);
   return 0;
 }

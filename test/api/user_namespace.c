@@ -62,13 +62,6 @@ static void join_user_namespace(void *arg) {
   CHECK_MSG(setns(*(int *)arg, CLONE_NEWUSER) == 0, "setns(CLONE_NEWUSER): %s", strerror(errno));
 }
 
-static void run(const char *name, void (*fn)(void *), void *arg) {
-  child_result_t res;
-  run_in_child(fn, arg, 60, &res);
-  printf("  %s: %s%s%s", name, describe_status(res.status), res.err[0] ? ", stderr: " : "\n", res.err);
-  CHECK_MSG(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "%s: %s", name, describe_status(res.status));
-}
-
 int main(void) {
   test_init();
   /* a process that holds a new user namespace for setns, made before the
@@ -97,8 +90,8 @@ int main(void) {
   snprintf(path, sizeof path, "/proc/%d/ns/user", (int)holder);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   CHECK_MSG(fd >= 0, "%s: %s", path, strerror(errno));
-  run("unshare(CLONE_NEWUSER)", new_user_namespace, NULL);
-  run("setns(CLONE_NEWUSER)", join_user_namespace, &fd);
+  run_child_ok("unshare(CLONE_NEWUSER)", new_user_namespace, NULL);
+  run_child_ok("setns(CLONE_NEWUSER)", join_user_namespace, &fd);
   close(fd);
   kill(holder, SIGKILL);
   waitpid(holder, NULL, 0);
