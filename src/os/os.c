@@ -402,6 +402,13 @@ int hk_os_mlockall(int flags) { return (int)syscall(SYS_mlockall, flags); }
 int hk_os_unshare(int flags) { return (int)syscall(SYS_unshare, flags); }
 int hk_os_setns(int fd, int nstype) { return (int)syscall(SYS_setns, fd, nstype); }
 
+bool hk_os_thread_gone(pid_t pid, pid_t tid) {
+  int error = errno;
+  bool gone = syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH;
+  errno = error;
+  return gone;
+}
+
 /* Copies n bytes of this process's memory, maybe unmapped meanwhile (a dead
  * thread's stack): EFAULT, not a fault; false then.  Where process_vm_readv
  * is refused (seccomp, an emulator), through a pipe. */

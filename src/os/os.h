@@ -25,6 +25,9 @@ HK_HIDDEN void hk_os_space_unlock(bool child);
 HK_HIDDEN int hk_os_mlockall(int flags);                             /* the system call itself */
 HK_HIDDEN int hk_os_unshare(int flags);                              /* the system calls themselves */
 HK_HIDDEN int hk_os_setns(int fd, int nstype);
+/* Whether thread tid of process pid has ended and been reaped (tgkill's
+ * ESRCH); a refusal (a seccomp filter, EPERM) says no.  errno untouched. */
+HK_HIDDEN bool hk_os_thread_gone(pid_t pid, pid_t tid);
 HK_HIDDEN bool hk_os_read(void *dst, const void *src, size_t n);  /* a fault-safe copy of this process's memory */
 HK_HIDDEN bool hk_os_discard(void *p, size_t size);  /* its pages gone: zero when next read; false if refused (mlock) */
 HK_HIDDEN bool hk_os_decommit(void *p, size_t size);  /* as HAKMEM_SS_MEM_LEAN_DECOMMIT says; false if refused */

@@ -817,9 +817,8 @@ size_t hk_huge_purge(hk_arena_t *a, int mode, bool *pending) {
     if (n) hk_arena_breathe(a);
     if (!region_empty(r) || (mode != HK_PURGE_ALL && empty++ == 0) || dirty_old) continue;
     hk_list_remove(&a->regions, r);
-    hk_unlock(&a->lock);  /* out of the list, no thread takes from it: unmapped without the lock */
-    region_unmap(r);
-    hk_lock(&a->lock);  /* `next` stays: only a purge takes regions out */
+    r->magic = 0;
+    hk_arena_unmap(a, r, r->size);  /* `next` stays: only a purge takes regions out */
   }
   if (a != hk_arenas) return bytes;
   if (mode == HK_PURGE_ALL) bytes = hk_jumbo_give_back(SIZE_MAX, bytes);

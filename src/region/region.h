@@ -231,6 +231,13 @@ static inline void hk_arena_breathe(hk_arena_t *a) {
   sched_yield();
   hk_lock(&a->lock);
 }
+/* An empty SuperSlab or region a purge took out of its arena's lists: no
+ * thread takes from it, and it is unmapped without the lock. */
+static inline void hk_arena_unmap(hk_arena_t *a, void *p, size_t size) {
+  hk_unlock(&a->lock);
+  hk_region_unmap(p, size);
+  hk_lock(&a->lock);
+}
 HK_HIDDEN size_t hk_region_resident(void);    /* bytes of free units still resident */
 HK_HIDDEN size_t hk_region_used_bytes(void);  /* of the units in use */
 HK_HIDDEN void hk_region_fork_lock(void);

@@ -322,9 +322,7 @@ size_t hk_superslab_purge(hk_arena_t *a, int mode, bool *pending) {
     hk_list_remove(&a->empty, ss);
     a->nempty--;
     if (ss->small_pages) atomic_fetch_sub_explicit(&small_paged, 1, memory_order_relaxed);
-    hk_unlock(&a->lock);  /* out of the lists, no thread takes from it: unmapped without the lock */
-    hk_region_unmap(ss, HK_SS_SIZE);
-    hk_lock(&a->lock);
+    hk_arena_unmap(a, ss, HK_SS_SIZE);
     next = a->empty;  /* the list may have changed meanwhile */
     bytes += hk_os_page_size();  /* the header's page */
   }

@@ -17,7 +17,6 @@
  * megabytes may have had one page written. */
 #define _GNU_SOURCE
 #include <signal.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include "service/service.h"
@@ -210,13 +209,11 @@ bool hk_purger_stop(void) {
   hk_lock(&purger_lock);
   pthread_cond_signal(&purger_wake);
   hk_unlock(&purger_lock);
-  int error = errno;
+  int error = errno;  /* nanosleep's EINTR */
   pid_t pid = getpid(), tid;
   struct timespec pause = {0, 100000};
-  for (unsigned i = 0; i < 10000; i++) {
-    if ((tid = atomic_load(&purger_tid)) && syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH) break;
+  for (unsigned i = 0; i < 10000 && !((tid = atomic_load(&purger_tid)) && hk_os_thread_gone(pid, tid)); i++)
     nanosleep(&pause, NULL);
-  }
   errno = error;
   return true;
 }

@@ -3,7 +3,6 @@
  * the registry of live caches that statistics read. */
 #define _GNU_SOURCE
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include "thread/thread.h"
 
@@ -348,13 +347,8 @@ static int16_t start_caps[HK_LISTS];
 static unsigned last_prewarmed;
 
 /* Whether the thread of a registry entry has ended (its cache may be gone
- * with its stack); a refusal (a seccomp filter, EPERM) says nothing. */
-static bool thread_gone(const registered_t *r) {
-  int error = errno;
-  bool gone = syscall(SYS_tgkill, registry_pid, r->tid, 0) != 0 && errno == ESRCH;
-  errno = error;
-  return gone;
-}
+ * with its stack). */
+static bool thread_gone(const registered_t *r) { return hk_os_thread_gone(registry_pid, r->tid); }
 
 /* Removes entry i, its place taken by the last one; its counters are
  * added up and their block goes back to the pool if `give`. */
