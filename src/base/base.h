@@ -81,12 +81,30 @@
 extern __thread bool hk_forking __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
 extern __thread unsigned hk_locks_held __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
 extern __thread unsigned hk_fork_depth __attribute__((tls_model("initial-exec"))) HK_HIDDEN;  /* in fork's handlers */
+static inline void hk_pause(void) {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
 /* The count covers the lock from before it is taken to after it is let go:
- * a signal handler sees a count above 0 wherever the lock may be held. */
+ * a signal handler sees a count above 0 wherever the lock may be held.
+ * Every lock spins a little before it sleeps: most holds are shorter than a
+ * futex wait and wake-up (larson with blocks up to 64 KiB, whose large
+ * classes take the class and arena locks at a high rate: 1.15 times as
+ * fast as waiting at once; docs/DESIGN.md, The contention model). */
+#define HK_LOCK_SPINS 100
 static inline void hk_lock(pthread_mutex_t *m) {
   if (hk_forking) return;
   hk_locks_held++;
-  pthread_mutex_lock(m);
+  for (int i = 0; pthread_mutex_trylock(m) != 0; i++) {
+    if (i == HK_LOCK_SPINS) {
+      pthread_mutex_lock(m);
+      return;
+    }
+    hk_pause();
+  }
 }
 static inline void hk_unlock(pthread_mutex_t *m) {
   if (hk_forking) return;
@@ -99,22 +117,6 @@ static inline int hk_trylock(pthread_mutex_t *m) {
   int busy = pthread_mutex_trylock(m);
   hk_locks_held -= busy != 0;
   return busy;
-}
-static inline void hk_pause(void) {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ volatile("yield");
-#endif
-}
-/* Spins a little before it sleeps, where holds are short and come at a
- * high rate: a futex wait and wake-up cost more than the hold itself. */
-static inline void hk_lock_spinning(pthread_mutex_t *m) {
-  for (int i = 0; i < 100; i++) {
-    if (!hk_trylock(m)) return;
-    hk_pause();
-  }
-  hk_lock(m);
 }
 
 /* ---- the address space's layout ---------------------------------------------- */

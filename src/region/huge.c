@@ -443,7 +443,7 @@ static void *shared_alloc(hk_arena_t **h, unsigned n, size_t alignment, hk_fill_
   if (!r) hk_unlock(&own->lock);
   for (unsigned i = 0; !r && i < HK_ARENAS; i++) {
     if (&hk_arenas[i] == own) continue;
-    hk_lock_spinning(&(*h = &hk_arenas[i])->lock);
+    hk_lock(&(*h = &hk_arenas[i])->lock);
     if (!(r = best_fit(*h, n, step, n, &u, &cold))) hk_unlock(&(*h)->lock);
   }
   return r ? place(r, (unsigned)u, n, f) : NULL;
@@ -453,7 +453,7 @@ static void *shared_alloc(hk_arena_t **h, unsigned n, size_t alignment, hk_fill_
  * room for a whole one): *h is then that arena, locked; NULL, with no lock
  * held, if even that cannot be mapped. */
 static void *short_alloc(hk_arena_t **h, unsigned arena, unsigned n, hk_fill_t *f) {
-  hk_lock_spinning(&(*h = &hk_arenas[arena])->lock);
+  hk_lock(&(*h = &hk_arenas[arena])->lock);
   hk_region_t *r = region_map(hk_align_up(hk_units_bytes(HK_REGION_HEADER_UNITS + n), HK_GRANULE), 0, 0, arena);
   if (!r) {
     hk_unlock(&(*h)->lock);
@@ -474,7 +474,7 @@ void *hk_huge_take_class(unsigned cls, unsigned arena, size_t size, bool *zero) 
   hk_fill_t f;
   f.size = 0;
   hk_arena_t *h = &hk_arenas[arena];
-  hk_lock_spinning(&h->lock);
+  hk_lock(&h->lock);
   for (hk_region_t *r = h->regions; r && !p; r = r->next) {
     int u = hk_run_first_warm(r->used, r->warm, r->top, n);
     if (u >= 0) r->stretches_kept = false, p = place(r, (unsigned)u, n, &f);
@@ -500,7 +500,7 @@ void hk_huge_release_class(unsigned cls, void *chain) {
     if (hb != h || !h) {  /* the first block too: NULL is no region's */
       if (h) hk_unlock(&h->lock);
       if (!(h = hb)) hk_fatal("free(): invalid pointer", b);
-      hk_lock_spinning(&h->lock);
+      hk_lock(&h->lock);
     }
     unsigned u = (unsigned)(((uintptr_t)b - (uintptr_t)r) >> HK_UNIT_SHIFT);
     if (hk_unlikely(r->run[u] != n || !(r->used[u / 64] >> (u % 64) & 1))) {
@@ -599,11 +599,11 @@ void *hk_huge_alloc(size_t size, size_t alignment, bool zero, unsigned arena, si
    * a mapping of the block's own (a region's 128 MiB may be more than an
    * address-space limit leaves). */
   if (fits_region(n, alignment)) {
-    hk_lock_spinning(&(h = &hk_arenas[arena])->lock);
+    hk_lock(&(h = &hk_arenas[arena])->lock);
     p = shared_alloc(&h, (unsigned)n, alignment, f);
   }
   if (!p) {
-    hk_lock_spinning(&(h = &hk_arenas[0])->lock);
+    hk_lock(&(h = &hk_arenas[0])->lock);
     if (!(p = jumbo_alloc(size, alignment, f))) hk_unlock(&h->lock);
   }
   if (!p) return NULL;
@@ -646,7 +646,7 @@ static hk_arena_t *lock_arena_of(const void *p, hk_region_t **r) {
   if (a < HK_UNIT_SIZE || (a & (HK_UNIT_SIZE - 1)) || hk_class_map_lookup(p) != HK_MAP_HUGE) return NULL;
   hk_arena_t *h = arena_unlocked(region_of(p));
   if (!h) return NULL;
-  hk_lock_spinning(&h->lock);
+  hk_lock(&h->lock);
   if ((*r = lookup(p)) && arena_of(*r) == h) return h;
   hk_unlock(&h->lock);
   return NULL;
@@ -792,7 +792,7 @@ static size_t nonresident_word(const hk_region_t *r, unsigned k) {
 size_t hk_huge_nonresident(void) {
   size_t bytes = 0;
   for (unsigned i = 0; i < HK_ARENAS; i++) {
-    hk_lock_spinning(&hk_arenas[i].lock);
+    hk_lock(&hk_arenas[i].lock);
     for (hk_region_t *r = hk_arenas[i].regions; r; r = r->next)
       for (unsigned k = 0; k < (r->top + 63) / 64; k++) bytes += r->warm[k] ? nonresident_word(r, k) : 0;
     hk_unlock(&hk_arenas[i].lock);

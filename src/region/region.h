@@ -180,11 +180,7 @@ static inline int hk_run_first_warm(const uint64_t *used, const uint64_t *warm, 
 /* ---- arenas (arena.c) -------------------------------------------------------- */
 /* An arena's regions of both kinds, under its one lock.  Threads are spread
  * over the arenas, and a run goes back to its region's arena, so threads
- * taking and giving back units seldom meet on a lock.  The huge regions' side
- * spins a little before it sleeps (hk_lock_spinning), for the large classes'
- * short holds at a high rate; the SuperSlabs' longer searches wait at once.
- * Either way for both cost 10 % of `larson 2 1.0 1000 1 16 65536` (spinning)
- * or 17 % of `larson 2 1.0 100 1 262144 1048576` (waiting at once). */
+ * taking and giving back units seldom meet on a lock. */
 typedef struct hk_arena {
   pthread_mutex_t lock;
   struct hk_superslab *partial;  /* SuperSlabs with some units in use and some free */

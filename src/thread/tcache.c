@@ -436,7 +436,7 @@ void hk_tcache_init(const pthread_key_t *key) {
 
 void hk_thread_init(hk_tcache_t *tc) {
   pid_t tid = hk_os_tid();  /* outside the lock every new thread takes: maybe a system call */
-  hk_lock_spinning(&registry_lock);
+  hk_lock(&registry_lock);
   tc->front = exit_key_made ? fronts_take() : NULL;
   bool registered = exit_key_made && registry_add(tc, tid);
   if (!registered) fronts_give(tc->front), tc->front = NULL;
@@ -480,7 +480,7 @@ bool hk_thread_exit(hk_front_t *counters) {
   memset(tc->room, 0, sizeof tc->room);
   memset(tc->cap, 0, sizeof tc->cap);
   note_out(tc, 0);
-  hk_lock_spinning(&registry_lock);
+  hk_lock(&registry_lock);
   size_t i = registry_find(tc);
   hk_assert(i < registry_n, "thread cache not registered");
   if (counters && tc->front) memcpy(counters, tc->front, sizeof(fronts_t));
