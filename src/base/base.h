@@ -136,6 +136,13 @@ static inline int hk_trylock(pthread_mutex_t *m) {
 
 #define hk_min(a, b) ((a) < (b) ? (a) : (b))
 #define hk_max(a, b) ((a) > (b) ? (a) : (b))
+/* Raises *at to v if it is below (relaxed); returns the two's larger. */
+static inline size_t hk_atomic_max(atomic_size_t *at, size_t v) {
+  size_t was = atomic_load_explicit(at, memory_order_relaxed);
+  while (v > was && !atomic_compare_exchange_weak_explicit(at, &was, v, memory_order_relaxed, memory_order_relaxed)) {
+  }
+  return hk_max(was, v);
+}
 
 static inline size_t hk_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 /* An index of `bits` bits from a key (an address): the product's top bits

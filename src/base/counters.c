@@ -41,13 +41,7 @@ void hk_fresh_taken(size_t bytes) {
     atomic_store_explicit(&hk_lean_retaken_ms, hk_now_ms(), memory_order_relaxed);
 }
 
-size_t hk_out_note_peak(size_t now) {
-  size_t peak = atomic_load_explicit(&hk_out_peak, memory_order_relaxed);
-  while (now > peak && !atomic_compare_exchange_weak_explicit(&hk_out_peak, &peak, now, memory_order_relaxed,
-                                                              memory_order_relaxed)) {
-  }
-  return hk_max(peak, now);
-}
+size_t hk_out_note_peak(size_t now) { return hk_atomic_max(&hk_out_peak, now); }
 
 /* Signed: threads report in steps, and one may give back what another has
  * not reported taking yet. */

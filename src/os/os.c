@@ -16,17 +16,13 @@
 /* Statistics, nothing reached through them: relaxed (the peak, on its own,
  * only raised by compare-and-swap). */
 static atomic_ullong n_mmap, n_munmap, n_mremap, n_madvise;
-static atomic_ullong mapped_bytes, peak_mapped_bytes;
+static atomic_size_t mapped_bytes, peak_mapped_bytes;
 /* Where the next aligned mapping may fit: relaxed, only tried with
  * MAP_FIXED_NOREPLACE, never read through; a stale one costs a try. */
 static atomic_uintptr_t next_aligned_hint;
 
 static void account_mapped(size_t size) {
-  unsigned long long now = atomic_fetch_add_explicit(&mapped_bytes, size, memory_order_relaxed) + size;
-  unsigned long long peak = atomic_load_explicit(&peak_mapped_bytes, memory_order_relaxed);
-  while (now > peak && !atomic_compare_exchange_weak_explicit(&peak_mapped_bytes, &peak, now,
-                                                              memory_order_relaxed, memory_order_relaxed)) {
-  }
+  hk_atomic_max(&peak_mapped_bytes, atomic_fetch_add_explicit(&mapped_bytes, size, memory_order_relaxed) + size);
 }
 
 /* errno stays as it was; *error (if asked) gets the call's, 0 on success. */

@@ -57,6 +57,10 @@ typedef struct hk_region {
   hk_stretches_t free;              /* shared regions: the stretches of units clear in `used` */
 } hk_region_t;
 
+/* The most bytes a region has spanned: how far below a pointer the header of
+ * the region holding it may lie (region_around; relaxed, for messages). */
+static atomic_size_t largest_region = HK_REGION_SIZE;
+
 /* A thread takes blocks from its arena's regions, and a block goes back to
  * its region's arena: under one lock for all, two threads replacing blocks
  * of 1-2 MiB ran at a quarter of one thread's speed (`big_blocks 1000000 16
@@ -158,14 +162,19 @@ static hk_region_t *lookup(const void *p) {
   return u < HK_REGION_UNITS && r->run[u] && (r->used[u / 64] >> (u % 64) & 1) ? r : NULL;
 }
 
-/* The region whose header p's region-sized span or the one below starts with, or NULL. */
+/* The region whose span holds p, or NULL: the nearest header at or below
+ * p's region-sized span, no further down than the largest region mapped
+ * spans (a jumbo region's block may be gigabytes long). */
 static hk_region_t *region_around(const void *p) {
-  hk_region_t *r = (hk_region_t *)((uintptr_t)p & ~(HK_REGION_SIZE - 1));
-  if (hk_class_map_lookup(r) != HK_MAP_REGION) r = region_of(p);
-  return (uintptr_t)p >= HK_UNIT_SIZE && hk_class_map_lookup(r) == HK_MAP_REGION &&
-                 r->magic == (HK_REGION_MAGIC ^ (uintptr_t)r) && (const uint8_t *)p < (uint8_t *)r + r->size
-             ? r
-             : NULL;
+  uintptr_t a = (uintptr_t)p, reach = atomic_load_explicit(&largest_region, memory_order_relaxed);
+  if (a < HK_UNIT_SIZE) return NULL;
+  for (uintptr_t at = a & ~(HK_REGION_SIZE - 1); a - at < reach; at -= HK_REGION_SIZE) {
+    hk_region_t *r = (hk_region_t *)at;
+    if (hk_class_map_lookup(r) == HK_MAP_REGION && r->magic == (HK_REGION_MAGIC ^ at))
+      return a < at + r->size ? r : NULL;
+    if (at < HK_REGION_SIZE) break;
+  }
+  return NULL;
 }
 
 /* Read without the lock: for a message before abort.  The start of a freed
@@ -229,6 +238,7 @@ static hk_region_t *region_map(size_t size, size_t offset, size_t alignment, uns
   r->small_pages = small && hk_opt.huge_thp;  /* a shared region's start: grow_huge ends it */
   r->magic = HK_REGION_MAGIC ^ (uintptr_t)r;
   r->size = size;
+  hk_atomic_max(&largest_region, size);
   r->offset = offset;
   r->alignment = alignment;
   if (offset) {
@@ -733,6 +743,7 @@ static void *jumbo_resize(hk_region_t *r, size_t size) {
   r = (hk_region_t *)target;
   r->magic = HK_REGION_MAGIC ^ (uintptr_t)r;
   r->size = total;
+  hk_atomic_max(&largest_region, total);
   hk_class_map_set(r, 1, HK_MAP_REGION);
   mark(target + r->offset, HK_MAP_HUGE);
   return target + r->offset;

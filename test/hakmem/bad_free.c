@@ -285,6 +285,13 @@ static void huge_interior(void) {
   free_opaque(p + (8 << 20));
 }
 
+/* A block larger than a region has its header more than a region below
+ * most of its bytes. */
+static void jumbo_interior_far(void) {
+  char *p = xmalloc((size_t)300 << 20);
+  free_opaque(p + ((size_t)200 << 20));
+}
+
 static void huge_interior_near(void) {
   char *p = xmalloc(16 << 20);
   free_opaque(p + 64);
@@ -416,6 +423,7 @@ static const misuse_t cases[] = {
     {"free(p); malloc_trim(0); free(p), 200 MiB", jumbo_twice_unmapped, "hakmem: double free of 0x", NULL},
     {"free(16 MiB block + 8 MiB)", huge_interior, "hakmem: free of 0x", NULL},
     {"free(16 MiB block + 64)", huge_interior_near, "hakmem: free of 0x", NULL},
+    {"free(300 MiB block + 200 MiB)", jumbo_interior_far, "hakmem: free of 0x…, inside a block (block size", NULL},
     {"realloc of a freed block", realloc_freed, "hakmem: realloc of 0x…, a block already freed", NULL},
     {"realloc of a freed block back in its slab", realloc_freed_home, "hakmem: realloc of 0x…, a block already freed", NULL},
     {"realloc of a freed block whose slab was given back and made anew", realloc_freed_slab_gone,
