@@ -92,7 +92,7 @@ static inline void hk_pause(void) {
  * a signal handler sees a count above 0 wherever the lock may be held.
  * Every lock spins a little before it sleeps: most holds are shorter than a
  * futex wait and wake-up (larson with blocks up to 64 KiB, whose large
- * classes take the class and arena locks at a high rate: 1.15 times as
+ * classes take the class and arena locks at a high rate: 1.14 times as
  * fast as waiting at once; docs/DESIGN.md, The contention model). */
 #define HK_LOCK_SPINS 100
 static inline void hk_lock(pthread_mutex_t *m) {
