@@ -290,7 +290,7 @@ static void page_resident(hk_region_t *r, unsigned h) {
  * at a time: big_blocks 5 times as fast). */
 #define HK_REGION_SMALL_UNITS 16
 
-static void grow_huge(hk_region_t *r, uint64_t written) {
+static void grow_huge(hk_region_t *r, uint64_t had) {
   unsigned used = 0;
   for (unsigned k = 0; k < HK_REGION_WORDS; k++) used += (unsigned)hk_popcount(r->used[k]);
   if (used < HK_REGION_SMALL_UNITS + HK_REGION_HEADER_UNITS) return;
@@ -304,7 +304,7 @@ static void grow_huge(hk_region_t *r, uint64_t written) {
      * block had can hold pages to collapse: the kernel refuses one with
      * none (EINVAL), after draining every CPU's page lists all the same
      * (big_blocks: 45 calls a run, each refused). */
-    bool resident = (r->used[h / 2] | r->warm[h / 2]) & hk_page_mask(h) && written >> h & 1;
+    bool resident = (r->used[h / 2] | r->warm[h / 2]) & hk_page_mask(h) && had >> h & 1;
     if (resident && hk_os_collapse_huge((uint8_t *)r + h * HK_GRANULE, HK_GRANULE)) {
       page_resident(r, h);
       r->split &= ~(1ull << h);
@@ -335,9 +335,9 @@ static void take_units(hk_region_t *r, unsigned u, unsigned n) {
   for (int i = 0; i < 2 && (i == 0 || ends[1] != ends[0]); i++)
     if (fresh[i]) page_resident(r, ends[i]);
   if (r->small_pages) {
-    uint64_t written = r->touched;  /* by the blocks before this one */
+    uint64_t had = r->touched;  /* the pages the blocks before this one had */
     r->touched |= hk_bits(ends[0], ends[1] - ends[0] + 1);
-    grow_huge(r, written);
+    grow_huge(r, had);
   }
 }
 
