@@ -469,16 +469,18 @@ static void release(hk_central_t *c, hk_slab_t *s) {
  * freed sends runs of tens).  A slab whose blocks are all home is given back
  * to its SuperSlab unless it is the class's only empty slab and `keep`. */
 static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
+  size_t home = 0;
   while (chain != HK_END) {
     hk_slab_t *s = hk_slab_of(chain);
     if (hk_unlikely(s->cls != cls)) hk_fatal("free(): double free or corrupted block", chain);
-    bool was_full = slab_is_full(s);
-    /* read once: the loop's stores into blocks might alias the slab's */
+    /* read once, and written once after: the loop's stores into blocks
+     * might alias the slab's */
     const uint8_t *start = s->start;
-    unsigned most = s->carved;
-    size_t carved = (size_t)most * s->block_size, span = (size_t)s->capacity * s->block_size;
-    void *head = s->free;
-    unsigned n = s->nfree;
+    void *const was = s->free;
+    const unsigned most = s->carved, had = s->nfree;
+    const size_t carved = (size_t)most * s->block_size, span = (size_t)s->capacity * s->block_size;
+    void *head = was;
+    unsigned n = had;
     do {
       void *b = chain;
       size_t at = (size_t)((uint8_t *)b - start);  /* wraps above span below the blocks */
@@ -496,17 +498,16 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
       head = b;
       n++;
     } while (chain != HK_END);
-    unsigned got = n - s->nfree;
+    unsigned got = n - had;
     /* a link into the slab's unit but before its first block (written over
      * after its free), which would be looked up again for ever */
     if (hk_unlikely(got == 0)) hk_corrupted(chain);
     s->free = head;
     s->nfree = (uint16_t)n;
     s->pushed = (uint16_t)(s->pushed + got);  /* at most nfree, as it was before */
-    c->counts.out -= got;
-    c->counts.slab_free += got;
-    if (was_full) hk_list_push(&c->partial, s);
-    if (slab_is_empty(s)) {
+    home += got;
+    if (!was && most == s->capacity) hk_list_push(&c->partial, s);  /* it was full */
+    if (n == most) {  /* every block home */
       if (c->nempty == 0 && keep) {
         c->nempty = 1;
         hk_purge_note();  /* kept resident: gone if the class goes idle */
@@ -516,6 +517,8 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
       }
     }
   }
+  c->counts.out -= home;
+  c->counts.slab_free += home;
 }
 
 /* Gives count large blocks marked free back to their SuperSlabs or huge
