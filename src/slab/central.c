@@ -474,7 +474,9 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
     hk_slab_t *s = hk_slab_of(chain);
     if (hk_unlikely(s->cls != cls)) hk_fatal("free(): double free or corrupted block", chain);
     /* read once, and written once after: the loop's stores into blocks
-     * might alias the slab's */
+     * might alias the slab's (slab_is_full and slab_is_empty, asked after
+     * them, read the fields again: 4.8 % more instructions where every
+     * block is a run of its own) */
     const uint8_t *start = s->start;
     void *const was = s->free;
     const unsigned most = s->carved, had = s->nfree;
