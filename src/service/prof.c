@@ -121,6 +121,13 @@ static void shard_unlock(shard_t *sh) {
 }
 static stack_t *stacks;
 static pthread_mutex_t stacks_lock = PTHREAD_MUTEX_INITIALIZER;  /* a new stack's slot */
+/* The slots made, in the order made: what a dump or the leak report reads,
+ * not the table, whose 13 MiB a first read maps page by page (a short
+ * program's profile took 3 300 page faults and 50 ms at its exit).
+ * Appended under stacks_lock, the count stored last (release). */
+static uint32_t made[STACKS];
+static unsigned nmade;
+static unsigned stacks_made(void) { return __atomic_load_n(&nmade, __ATOMIC_ACQUIRE); }
 static double period;
 /* HAKMEM_PROF_INTERVAL_MB: the estimated bytes of the live samples, kept
  * only then, and the figure at the next numbered dump. */
@@ -256,6 +263,8 @@ static stack_t *stack_of(void *const *pc, unsigned n) {
         s->depth = n;
         memcpy(s->pc, pc, n * sizeof *pc);
         __atomic_store_n(&s->hash, h, __ATOMIC_RELEASE);
+        made[nmade] = i % STACKS;
+        __atomic_store_n(&nmade, nmade + 1, __ATOMIC_RELEASE);
       }
       if (!at || (at == h && s->depth == n && !memcmp(s->pc, pc, n * sizeof *pc))) {
         if (locked) hk_unlock(&stacks_lock);
@@ -590,22 +599,20 @@ static void lock_shards(void) {
 static void unlock_shards(void) {
   for (unsigned i = SHARDS; i-- > 0;) shard_unlock(&shards[i]);
 }
-static bool stack_made(const stack_t *s) { return __atomic_load_n(&s->hash, __ATOMIC_ACQUIRE); }
 
 /* Writes the profile; the shards' locks are held.  The header's totals are
  * the sums of the lines, each unsampled at its own average size. */
 static void write_profile(out_t *o) {
   uint64_t total[4] = {0, 0, 0, 0}, c[4];
-  for (unsigned i = 0; i < STACKS; i++) {
-    if (!stack_made(&stacks[i])) continue;
-    stack_counts(&stacks[i], c);
+  unsigned n = stacks_made();
+  for (unsigned i = 0; i < n; i++) {
+    stack_counts(&stacks[made[i]], c);
     for (int k = 0; k < 4; k++) total[k] += c[k];
   }
   out_printf(o, "heap profile: %lu: %lu [%lu: %lu] @ heap_v2/%lu\n", total[0], total[1], total[2], total[3],
              (unsigned long)period);
-  for (unsigned i = 0; i < STACKS; i++) {
-    const stack_t *s = &stacks[i];
-    if (!stack_made(s)) continue;
+  for (unsigned i = 0; i < n; i++) {
+    const stack_t *s = &stacks[made[i]];
     stack_counts(s, c);
     out_printf(o, "%lu: %lu [%lu: %lu] @", c[0], c[1], c[2], c[3]);
     for (unsigned f = 0; f < s->depth; f++) out_printf(o, " %p", s->pc[f]);
@@ -714,19 +721,18 @@ static void report_leaks(void) {
   unsigned n = 0, last = 0;
   double shown = 1e300;
   lock_shards();
-  /* in falling bytes, then rising slots: stacks of one sample each tie */
-  for (; n < LEAKS_SHOWN; n++) {
+  /* in falling bytes, then in the order made: stacks of one sample each tie */
+  for (unsigned all = stacks_made(); n < LEAKS_SHOWN; n++) {
     unsigned best = STACKS;
-    for (unsigned i = 0; i < STACKS; i++) {
-      if (!stack_made(&stacks[i])) continue;
-      tally_t t = stack_sum(&stacks[i]);
+    for (unsigned i = 0; i < all; i++) {
+      tally_t t = stack_sum(&stacks[made[i]]);
       double b = t.live_bytes;
       if (b >= 0.5 && (b < shown || (b == shown && i > last)) && (best == STACKS || b > sum[n].live_bytes))
         best = i, sum[n] = t;
     }
     if (best == STACKS) break;
     shown = sum[n].live_bytes, last = best;
-    top[n] = stacks[best];
+    top[n] = stacks[made[best]];
   }
   unlock_shards();
   for (unsigned k = 0; k < n; k++) {
