@@ -415,8 +415,8 @@ int main(int argc, char **argv) {
   }
   snprintf(name, sizeof name, "rm -f %s %s.*.heap", prof, prof);
   CHECK(system(name) == 0);
-  const char *title_env[] = {prof_env, NULL};
-  run("title", title_env, &res);
+  const char *prof_only_env[] = {prof_env, NULL};  /* HAKMEM_PROF alone */
+  run("title", prof_only_env, &res);
   CHECK(exited_0(&res));
   CHECK_MSG(access(prof, R_OK) == 0, "no profile %s after the program wrote over its environment", prof);
   unlink(prof);
@@ -427,8 +427,7 @@ int main(int argc, char **argv) {
   const char *off_env[] = {NULL};
   run("off", off_env, &res);
   CHECK(exited_0(&res));
-  const char *forked_env[] = {prof_env, NULL};
-  run("forked", forked_env, &res);
+  run("forked", prof_only_env, &res);
   CHECK(exited_0(&res));
   unlink(prof);
   /* the page faults of a program of one block, with its profile written
@@ -437,7 +436,7 @@ int main(int argc, char **argv) {
   for (int on = 0; on < 2; on++) {
     struct rusage before, after;
     CHECK(getrusage(RUSAGE_CHILDREN, &before) == 0);
-    run("one_block", on ? forked_env : off_env, &res);
+    run("one_block", on ? prof_only_env : off_env, &res);
     CHECK(getrusage(RUSAGE_CHILDREN, &after) == 0);
     CHECK(exited_0(&res) && (access(prof, R_OK) == 0) == on);
     faults[on] = after.ru_minflt - before.ru_minflt;
