@@ -446,13 +446,27 @@ unsigned hk_central_take(unsigned cls, unsigned arena, unsigned want, void **cha
  * waits for each link in turn (a structure freed in a random order: a miss
  * a block).  The list goes with the slab; the hardened build walks it too,
  * checking each link as it follows it. */
-static void expect_all_home(const hk_slab_t *s) {
+static __attribute__((noreturn, cold)) void not_all_home(const hk_slab_t *s) {
   const uint8_t *b = s->start;
   for (unsigned i = 0; i < s->carved; i++, b += s->block_size)
-    if (hk_unlikely(!hk_is_home(b))) {
+    if (!hk_is_home(b)) {
       if (hk_is_free(b)) hk_misuse_freed(b, s->cls);  /* freed again, and on a thread's list */
       slab_list_broken(s, b);                         /* a live block: find the one home twice */
     }
+  hk_fatal("free(): double free or corrupted block in a slab", s->start);
+}
+static void expect_all_home(const hk_slab_t *s) {
+  const size_t size = s->block_size;
+  const uint8_t *b = s->start, *const end = b + (size_t)s->carved * size;
+  const uint64_t home = hk_marks().home;
+  /* the bits where some mark differs, four blocks a step: one test for
+   * all (a test and a reload of the size a block took 7 instructions) */
+  uint64_t odd = 0;
+  for (; b + 3 * size < end; b += 4 * size)
+    odd |= (hk_mark_of(b) ^ home) | (hk_mark_of(b + size) ^ home) | (hk_mark_of(b + 2 * size) ^ home) |
+           (hk_mark_of(b + 3 * size) ^ home);
+  for (; b < end; b += size) odd |= hk_mark_of(b) ^ home;
+  if (hk_unlikely(odd)) not_all_home(s);
   if (HAK_HARDENED && hk_chain_length(s->free, s->nfree + 1u) != s->nfree) slab_list_broken(s, NULL);
 }
 
@@ -464,12 +478,21 @@ static void release(hk_central_t *c, hk_slab_t *s) {
   hk_slab_release(s);
 }
 
+/* A chain's block p in slab s's units but not one of its carved blocks. */
+static __attribute__((noreturn, cold)) void not_carved(const hk_slab_t *s, const void *p) {
+  size_t at = (size_t)((const uint8_t *)p - s->start);
+  /* a block boundary the slab has not carved yet: never handed out */
+  if (at < (size_t)s->capacity * s->block_size) hk_fatal("free(): invalid pointer", p);
+  hk_corrupted(p);  /* a link into the slab's units outside its blocks (written over after its free) */
+}
+
 /* Returns a chain's blocks to their slabs, a run of one slab's at a time
  * (a thread's blocks are freed much as they were carved: a whole structure
  * freed sends runs of tens).  A slab whose blocks are all home is given back
  * to its SuperSlab unless it is the class's only empty slab and `keep`. */
 static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
   size_t home = 0;
+  const hk_marks_t mark = hk_marks();
   while (chain != HK_END) {
     hk_slab_t *s = hk_slab_of(chain);
     if (hk_unlikely(s->cls != cls)) hk_fatal("free(): double free or corrupted block", chain);
@@ -480,30 +503,30 @@ static void put_chain(hk_central_t *c, unsigned cls, void *chain, bool keep) {
     const uint8_t *start = s->start;
     void *const was = s->free;
     const unsigned most = s->carved, had = s->nfree;
-    const size_t carved = (size_t)most * s->block_size, span = (size_t)s->capacity * s->block_size;
+    const size_t carved = (size_t)most * s->block_size;
     void *head = was;
     unsigned n = had;
+    /* A run goes on while the blocks are carved ones of this slab: one
+     * past them is another slab's, or is the next run's first, checked. */
+    size_t at = (size_t)((uint8_t *)chain - start);
+    if (hk_unlikely(at >= carved)) not_carved(s, chain);
     do {
       void *b = chain;
-      size_t at = (size_t)((uint8_t *)b - start);  /* wraps above span below the blocks */
-      if (at >= span) break;                       /* another slab's run */
-      hk_expect_free(b, cls);                      /* on a list twice, one copy handed out */
-      if (hk_unlikely(n >= most)) hk_fatal("free(): double free or corrupted block", b);
-      /* a block boundary the slab has not carved yet: never handed out */
-      if (hk_unlikely(at >= carved)) hk_fatal("free(): invalid pointer", b);
+      /* on a list twice, one copy handed out; a cycle too, whose second
+       * visit finds the block marked home */
+      if (hk_unlikely(hk_mark_of(b) != mark.free)) hk_misuse_freed(b, cls);
 #if HAK_CHECKS
       if (at % s->block_size != 0) hk_fatal("free(): pointer inside a block", b);
 #endif
       chain = hk_next(b);
-      hk_mark_home(b);
+      hk_set_mark(b, mark.home);
       hk_set_next(b, head);
       head = b;
       n++;
-    } while (chain != HK_END);
+    } while (chain != HK_END && (at = (size_t)((uint8_t *)chain - start)) < carved);
+    /* a home block freed again: more blocks home than carved */
+    if (hk_unlikely(n > most)) hk_fatal("free(): double free or corrupted block", head);
     unsigned got = n - had;
-    /* a link into the slab's unit but before its first block (written over
-     * after its free), which would be looked up again for ever */
-    if (hk_unlikely(got == 0)) hk_corrupted(chain);
     s->free = head;
     s->nfree = (uint16_t)n;
     s->pushed = (uint16_t)(s->pushed + got);  /* at most nfree, as it was before */
