@@ -81,6 +81,9 @@
 extern __thread bool hk_forking __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
 extern __thread unsigned hk_locks_held __attribute__((tls_model("initial-exec"))) HK_HIDDEN;
 extern __thread unsigned hk_fork_depth __attribute__((tls_model("initial-exec"))) HK_HIDDEN;  /* in fork's handlers */
+/* Makes x a value the compiler cannot see through, kept in a register:
+ * one computed from parts it would otherwise build again at each use. */
+#define hk_opaque(x) __asm__("" : "+r"(x))
 static inline void hk_pause(void) {
 #if defined(__x86_64__)
   __builtin_ia32_pause();
