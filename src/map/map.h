@@ -117,21 +117,19 @@ static inline uint64_t *hk_canary_at(void *p, uintptr_t cls) {
  * spares, else (0 from malloc) the program's.  A random key: crafted data
  * holding a fixed one could hide a double free (docs/DESIGN.md, The mark). */
 static inline bool hk_is_free(const void *p) { return ((const uint64_t *)p)[1] == hk_fast.free_key; }
+static inline bool hk_is_home(const void *p) { return ((const uint64_t *)p)[1] == ~hk_fast.free_key; }
+static inline void hk_mark_free(void *p) { ((uint64_t *)p)[1] = hk_fast.free_key; }
+static inline void hk_mark_home(void *p) { ((uint64_t *)p)[1] = ~hk_fast.free_key; }
 /* The marks as values, for a loop whose stores into blocks would otherwise
- * have the key loaded again at every block (they may alias it). */
+ * have the key loaded again at every block (they may alias it).  The word's
+ * helpers always inlined, as into slab_take_in_order, which reads live
+ * blocks unseen by ThreadSanitizer. */
 typedef struct hk_marks {
   uint64_t free, home;
 } hk_marks_t;
 static inline hk_marks_t hk_marks(void) { return (hk_marks_t){hk_fast.free_key, ~hk_fast.free_key}; }
-static inline uint64_t hk_mark_of(const void *p) { return ((const uint64_t *)p)[1]; }
-static inline void hk_set_mark(void *p, uint64_t mark) { ((uint64_t *)p)[1] = mark; }
-/* These two always inlined, as into slab_take_in_order, which reads live
- * blocks unseen by ThreadSanitizer. */
-static inline __attribute__((always_inline)) void hk_mark_free(void *p) { ((uint64_t *)p)[1] = hk_fast.free_key; }
-static inline __attribute__((always_inline)) bool hk_is_home(const void *p) {
-  return ((const uint64_t *)p)[1] == ~hk_fast.free_key;
-}
-static inline void hk_mark_home(void *p) { ((uint64_t *)p)[1] = ~hk_fast.free_key; }
+static inline __attribute__((always_inline)) uint64_t hk_mark_of(const void *p) { return ((const uint64_t *)p)[1]; }
+static inline __attribute__((always_inline)) void hk_set_mark(void *p, uint64_t mark) { ((uint64_t *)p)[1] = mark; }
 static inline bool hk_is_spare(const void *p) { return ((const uint64_t *)p)[1] == (hk_fast.free_key ^ 2); }
 static inline void hk_mark_spare(void *p) { ((uint64_t *)p)[1] = hk_fast.free_key ^ 2; }
 HK_HIDDEN __attribute__((noreturn, cold)) void hk_misuse_freed(const void *p, unsigned cls);

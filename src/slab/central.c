@@ -183,8 +183,9 @@ static void *link_fresh(uint8_t *first, uint32_t size, unsigned n, void *head) {
   return head;
 #else
   uint8_t *b = first;
+  const uint64_t mark = hk_marks().free;  /* the stores might alias the key */
   for (unsigned i = 1; i < n; i++, b += size) {
-    hk_mark_free(b);
+    hk_set_mark(b, mark);
     hk_set_next(b, b + size);
   }
   hk_mark_free(b);
@@ -225,15 +226,16 @@ static __attribute__((noreturn, cold)) void slab_list_broken(const hk_slab_t *s,
 __attribute__((no_sanitize("thread"))) static unsigned slab_take_in_order(hk_slab_t *s, unsigned want, void **chain) {
   const size_t size = s->block_size;
   uint8_t *const end = s->start + (size_t)s->carved * size;
+  const hk_marks_t mark = hk_marks();  /* the stores into blocks might alias the key */
   unsigned home = 0;
-  for (const uint8_t *b = s->start; b < end; b += size) home += hk_is_home(b);
+  for (const uint8_t *b = s->start; b < end; b += size) home += hk_mark_of(b) == mark.home;
   if (hk_unlikely(home != s->nfree)) slab_list_broken(s, NULL);
   void *head = *chain, *list = NULL, *last = NULL;
   unsigned n = 0, kept = 0;
   for (uint8_t *b = s->start; b < end; b += size) {
-    if (!hk_is_home(b)) continue;
+    if (hk_mark_of(b) != mark.home) continue;
     if (n < want) {
-      hk_mark_free(b);
+      hk_set_mark(b, mark.free);
       hk_set_next(b, head);
       head = b;
       n++;
@@ -262,18 +264,20 @@ static unsigned slab_take(hk_slab_t *s, unsigned want, void **chain) {
   unsigned n = 0;
   if (!HAK_HARDENED && s->pushed >= hk_max(want / 2, HK_IN_ORDER_MIN))
     n = slab_take_in_order(s, want, chain);  /* hardened: the carve's order stays unforetold */
-  void *head = *chain;
-  unsigned popped = 0;
-  while (n < want && s->free) {
-    void *b = s->free;
-    if (hk_unlikely(!hk_is_home(b))) hk_misuse_freed(b, s->cls);  /* freed again while home */
-    hk_mark_free(b);
-    s->free = hk_next(b);
+  /* the list's head in a local: the stores into blocks might alias it */
+  void *head = *chain, *b = s->free;
+  const hk_marks_t mark = hk_marks();
+  const unsigned before = n;
+  for (; n < want && b; n++) {
+    if (hk_unlikely(hk_mark_of(b) != mark.home)) hk_misuse_freed(b, s->cls);  /* freed again while home */
+    hk_set_mark(b, mark.free);
+    void *next = hk_next(b);
     hk_set_next(b, head);
     head = b;
-    n++;
-    popped++;
+    b = next;
   }
+  s->free = b;
+  const unsigned popped = n - before;
   hk_assert(popped <= s->nfree, "slab's free count below its free list");
   s->nfree = (uint16_t)(s->nfree - popped);
   s->pushed = (uint16_t)(s->pushed - hk_min((unsigned)s->pushed, popped));  /* the pops took the pushed head */
