@@ -39,6 +39,8 @@ typedef struct hk_tcache {
   uint8_t arena;                /* SuperSlab arena of the thread's new slabs and huge blocks */
   size_t large_bound;           /* at least the bytes of large blocks cached (slow paths only) */
   uint32_t large_misses;        /* large blocks the list did not have: the budget grows with them */
+  uint32_t budget_threads;      /* the threads large_budget was worked out for (slow paths only) */
+  size_t large_budget;          /* the budget last worked out, at most as the misses are now */
   /* slow paths only: */
   int16_t cap[HK_LISTS];             /* capacity of each list: halves when frees outpace mallocs,
                                         doubles back (up to hk_classes[].cap) when it runs dry */
