@@ -44,7 +44,9 @@
  *   free(p) = hk_free_fast                p on a block boundary of a small or large class: mark
  *                                         it free, push
  *     hk_free_overflow                    (api/alloc.c)
- *       hk_tcache_overflow                the list outgrew its capacity (large: every free)
+ *       hk_tcache_overflow                the list outgrew its capacity (large: every free,
+ *                                         kept while the thread's large blocks fit its budget)
+ *       list_overflow, large_over_budget  (tcache.c) a small class's list; a large one past it
  *         hk_central_put                  park the older half (all of it when frees outpace
  *                                         mallocs) on this CPU, or return blocks to slabs
  *           hk_slab_release               an empty slab: its units dirty in the SuperSlab

@@ -272,6 +272,24 @@ static int freer_cap(unsigned cls) {
 /* The list outgrew its capacity: keep the newest half, likeliest to be in
  * cache, and give the rest to the central cache.  A large block stays while
  * the thread's large blocks fit its budget; past that its list goes back. */
+/* A large class's free whose bytes passed the budget last worked out (or
+ * the threads changed): worked out again, and the list sent back if over. */
+static __attribute__((noinline)) bool large_over_budget(hk_tcache_t *tc, unsigned cls, unsigned threads) {
+  tc->budget_threads = threads;
+  size_t budget = tc->large_budget = large_budget(tc, threads);
+  if (tc->large_bound <= budget) return false;
+  tc->large_bound = large_cached_bytes(tc);
+  if (tc->large_bound <= budget) return false;
+  tc->large_bound -= (size_t)-tc->room[cls] * hk_classes[cls].size;
+  tcache_drain(tc, cls, 0);
+  return true;
+}
+
+static bool list_overflow(hk_tcache_t *tc, unsigned cls);
+
+/* Every free of a large block comes here, and each of a small one whose list
+ * is full: the large blocks' way kept short, the rest apart (the registers
+ * the lists' way saves cost every large free 10 instructions). */
 bool hk_tcache_overflow(unsigned cls) {
   hk_tcache_t *tc = &hk_tc;
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) {
@@ -286,25 +304,21 @@ bool hk_tcache_overflow(unsigned cls) {
     }
     if (tc->room[cls] >= 0) return false;
   }
-  if (hk_class_is_large(cls)) {
-    front(tc, cls)->overflows++;
-    /* The bound grows with every large block kept; mallocs shrink the real
-     * figure unseen, so it is recounted only when the bound passes the budget. */
-    tc->large_bound += hk_classes[cls].size;
-    /* The budget last worked out while the threads are as many (it grows
-     * with the misses, and one passed is worked out again): its division at
-     * every such free was 7 % of larson-64k's instructions. */
-    unsigned threads = atomic_load_explicit(&live_threads, memory_order_relaxed);
-    if (tc->large_bound <= tc->large_budget && threads == tc->budget_threads) return false;
-    tc->budget_threads = threads;
-    size_t budget = tc->large_budget = large_budget(tc, threads);
-    if (tc->large_bound <= budget) return false;
-    tc->large_bound = large_cached_bytes(tc);
-    if (tc->large_bound <= budget) return false;
-    tc->large_bound -= (size_t)-tc->room[cls] * hk_classes[cls].size;
-    tcache_drain(tc, cls, 0);
-    return true;
-  }
+  if (!hk_class_is_large(cls)) return list_overflow(tc, cls);
+  front(tc, cls)->overflows++;
+  /* The bound grows with every large block kept; mallocs shrink the real
+   * figure unseen, so it is recounted only when the bound passes the budget.
+   * The budget last worked out while the threads are as many (it grows with
+   * the misses, and one passed is worked out again): its division at every
+   * such free was 7 % of larson-64k's instructions. */
+  tc->large_bound += hk_classes[cls].size;
+  unsigned threads = atomic_load_explicit(&live_threads, memory_order_relaxed);
+  if (hk_likely(tc->large_bound <= tc->large_budget && threads == tc->budget_threads)) return false;
+  return large_over_budget(tc, cls, threads);
+}
+
+/* A small class's list outgrew its capacity. */
+static __attribute__((noinline)) bool list_overflow(hk_tcache_t *tc, unsigned cls) {
   /* The first overflow since the list ran dry keeps the newest half (mallocs
    * and frees swinging at capacity: a batch per half list); another before
    * running dry (frees outpace) sends all unwalked.  Parked batches feed an
