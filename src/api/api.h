@@ -7,7 +7,8 @@
  *
  *   malloc(n) = hk_malloc_fast            n <= 8 KiB and the class's list starts with a block
  *                                         marked free: pop (thread/thread.h)
- *     hk_malloc_slow -> route             (api/alloc.c) the one size router:
+ *     hk_malloc_slow -> route             (api/alloc.c) the one size router: the list's block
+ *                                         (hk_tcache_pop, n > 8 KiB), else route_miss:
  *       hk_process_init                   the first call of the process (service/init.c)
  *       hk_huge_alloc                     n > 1 MiB: units of a region of the thread's arena,
  *                                         best fit, else another arena's resident ones, else
@@ -15,7 +16,7 @@
  *         hk_region_map (region/arena.c)  the one way to the OS: hk_os_space_take or
  *                                         hk_os_map_aligned (os/os.c), hk_class_map_reserve
  *                                         (map/class_map.c)
- *       hk_tcache_pop, hk_tcache_refill   the list is empty (else hk_misuse_freed: its first
+ *       hk_tcache_refill                  the list is empty (else hk_misuse_freed: its first
  *                                         block was handed out before, or written to)
  *                                         (thread/tcache.c)
  *         hk_thread_init                  first call of the thread: capacities, prewarm
