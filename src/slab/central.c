@@ -441,15 +441,7 @@ unsigned hk_central_take(unsigned cls, unsigned arena, unsigned want, void **cha
   return n;
 }
 
-/* Before an empty slab goes back to its SuperSlab, every block it carved
- * must be home: one freed again after it went home is marked free (on a
- * thread's list), and one pushed home twice made the count reach `carved`
- * with another still out (marked 0 or written by the program); giving the
- * slab back would hand a live block out again.  Read in address order, which
- * the prefetcher follows: the list's order is the frees', and a walk of it
- * waits for each link in turn (a structure freed in a random order: a miss
- * a block).  The list goes with the slab; the hardened build walks it too,
- * checking each link as it follows it. */
+/* The block of an emptied slab not home: named, or the one home twice. */
 static __attribute__((noreturn, cold)) void not_all_home(const hk_slab_t *s) {
   const uint8_t *b = s->start;
   for (unsigned i = 0; i < s->carved; i++, b += s->block_size)
@@ -459,6 +451,16 @@ static __attribute__((noreturn, cold)) void not_all_home(const hk_slab_t *s) {
     }
   hk_fatal("free(): double free or corrupted block in a slab", s->start);
 }
+
+/* Before an empty slab goes back to its SuperSlab, every block it carved
+ * must be home: one freed again after it went home is marked free (on a
+ * thread's list), and one pushed home twice made the count reach `carved`
+ * with another still out (marked 0 or written by the program); giving the
+ * slab back would hand a live block out again.  Read in address order, which
+ * the prefetcher follows: the list's order is the frees', and a walk of it
+ * waits for each link in turn (a structure freed in a random order: a miss
+ * a block).  The list goes with the slab; the hardened build walks it too,
+ * checking each link as it follows it. */
 static void expect_all_home(const hk_slab_t *s) {
   const size_t size = s->block_size;
   const uint8_t *b = s->start, *const end = b + (size_t)s->carved * size;

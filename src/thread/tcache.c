@@ -269,9 +269,6 @@ static int freer_cap(unsigned cls) {
   return hk_max((int)hk_classes[cls].cap / shrink, hk_min(2 * (int)hk_classes[cls].batch, (int)hk_classes[cls].cap));
 }
 
-/* The list outgrew its capacity: keep the newest half, likeliest to be in
- * cache, and give the rest to the central cache.  A large block stays while
- * the thread's large blocks fit its budget; past that its list goes back. */
 /* A large class's free whose bytes passed the budget last worked out (or
  * the threads changed): worked out again, and the list sent back if over. */
 static __attribute__((noinline)) bool large_over_budget(hk_tcache_t *tc, unsigned cls, unsigned threads) {
@@ -287,9 +284,6 @@ static __attribute__((noinline)) bool large_over_budget(hk_tcache_t *tc, unsigne
 
 static bool list_overflow(hk_tcache_t *tc, unsigned cls);
 
-/* Every free of a large block comes here, and each of a small one whose list
- * is full: the large blocks' way kept short, the rest apart (the registers
- * the other ways save cost every large free 16 instructions). */
 /* A free into a thread's lists while it has no cache.  No cache for a
  * thread's first frees before any malloc: they may come after its key
  * destructors ran (the C library freeing the thread's own memory at exit),
@@ -304,6 +298,12 @@ static __attribute__((noinline)) bool overflow_uncached(hk_tcache_t *tc, unsigne
   return tc->room[cls] < 0 && hk_tcache_overflow(cls);
 }
 
+/* Every free of a large block comes here, and each of a small one whose
+ * list is full.  A large block stays while the thread's large blocks fit its
+ * budget; past that its list goes back.  A small class's list keeps its
+ * newest half, likeliest to be in cache, and gives the rest to the central
+ * cache.  The large blocks' way is kept short, the others apart (the
+ * registers they save cost every large free 16 instructions). */
 bool hk_tcache_overflow(unsigned cls) {
   hk_tcache_t *tc = &hk_tc;
   if (hk_unlikely(tc->state != HK_TC_ACTIVE)) return overflow_uncached(tc, cls);
