@@ -188,7 +188,7 @@ static void *link_fresh(uint8_t *first, uint32_t size, unsigned n, void *head) {
     hk_set_mark(b, mark);
     hk_set_next(b, b + size);
   }
-  hk_mark_free(b);
+  hk_set_mark(b, mark);
   hk_set_next(b, head);
   return first;
 #endif

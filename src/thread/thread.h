@@ -40,7 +40,8 @@ typedef struct hk_tcache {
   size_t large_bound;           /* at least the bytes of large blocks cached (slow paths only) */
   uint32_t large_misses;        /* large blocks the list did not have: the budget grows with them */
   uint32_t budget_threads;      /* the threads large_budget was worked out for (slow paths only) */
-  size_t large_budget;          /* the budget last worked out, at most as the misses are now */
+  size_t large_budget;          /* large_budget() as last worked out: the misses since can only
+                                   have raised it, new threads lowered it (slow paths only) */
   /* slow paths only: */
   int16_t cap[HK_LISTS];             /* capacity of each list: halves when frees outpace mallocs,
                                         doubles back (up to hk_classes[].cap) when it runs dry */
